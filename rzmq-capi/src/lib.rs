@@ -1,0 +1,1 @@
+//! rzmq-capi: the libzmq 4.3 C ABI.

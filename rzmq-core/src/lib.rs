@@ -1,0 +1,3 @@
+//! rzmq-core: ZeroMQ sockets in Rust.
+pub mod error;
+pub mod msg;

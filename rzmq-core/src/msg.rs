@@ -1,0 +1,479 @@
+//! Messages (one ZMTP frame each) and their ownership.
+//!
+//! A [`Msg`] is one frame: its bytes, the MORE/COMMAND flags, the routing id a ROUTER or SERVER
+//! attaches, and the metadata of the connection it arrived on. The bytes are held one of three ways:
+//! - inline, for frames of up to [`INLINE_CAP`] bytes (no allocation);
+//! - shared, a reference-counted [`Buffer`] (slices of it are cheap; PUB fan-out clones the handle);
+//! - external, a caller's buffer plus a release callback (`zmq_msg_init_data`), which is a shared
+//!   buffer whose owner runs the callback exactly once, when the last handle is dropped, on whichever
+//!   thread drops it. The callback may re-enter rzmq.
+//!
+//! This module owns no I/O and knows nothing of sockets. `Msg` is at most 64 bytes and holds no
+//! self-reference, so the C ABI may keep it inside a `zmq_msg_t` and move it with memcpy.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// Largest frame kept inline in the message itself.
+pub const INLINE_CAP: usize = 40;
+
+/// The frame has more frames following it in the same message (ZMTP MORE).
+pub const FLAG_MORE: u8 = 1;
+/// The frame is a ZMTP command rather than a message frame.
+pub const FLAG_COMMAND: u8 = 2;
+/// The frame was marked shared by a `copy` (the C ABI's `zmq_msg_get(ZMQ_SHARED)`).
+const FLAG_SHARED: u8 = 4;
+
+/// A release callback for an external buffer; runs exactly once.
+pub type ReleaseFn = Box<dyn FnOnce() + Send + 'static>;
+
+/// The storage of a shared or external frame. Immutable once shared.
+pub struct Buffer {
+    ptr: *mut u8,
+    len: usize,
+    owner: Owner,
+}
+
+enum Owner {
+    Boxed(#[allow(dead_code)] Box<[u8]>),
+    External(Option<ReleaseFn>),
+}
+
+// SAFETY: `Buffer` exclusively owns its storage (a boxed slice) or holds a caller's buffer that the
+// caller handed over until the release callback runs (which is `Send`); the raw pointer is only
+// ever dereferenced through shared slices, or mutably by the sole owner.
+unsafe impl Send for Buffer {}
+// SAFETY: shared access only hands out `&[u8]`; mutation requires unique ownership of the `Arc`.
+unsafe impl Sync for Buffer {}
+
+impl Buffer {
+    /// A buffer owning `data`.
+    pub fn from_boxed(mut data: Box<[u8]>) -> Buffer {
+        let ptr = data.as_mut_ptr();
+        let len = data.len();
+        Buffer { ptr, len, owner: Owner::Boxed(data) }
+    }
+
+    /// A buffer over memory the caller owns until `release` runs.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads (and writes, if the message is written through) of `len` bytes
+    /// from now until `release` is called, and nobody else may free it before then.
+    pub unsafe fn from_external(ptr: *mut u8, len: usize, release: Option<ReleaseFn>) -> Buffer {
+        Buffer { ptr, len, owner: Owner::External(release) }
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: ptr is valid for len bytes for the buffer's life (see constructors).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when the buffer holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The start address (used by zero-copy transports to register memory).
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+
+    /// True when the bytes belong to a caller (released by callback).
+    pub fn is_external(&self) -> bool {
+        matches!(self.owner, Owner::External(_))
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if let Owner::External(release) = &mut self.owner {
+            if let Some(f) = release.take() {
+                f();
+            }
+        }
+    }
+}
+
+#[derive(Clone)]
+enum Body {
+    Inline { len: u8, data: [u8; INLINE_CAP] },
+    Shared { buf: Arc<Buffer>, off: usize, len: usize },
+}
+
+/// Connection properties attached to received messages (`zmq_msg_gets`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metadata {
+    props: Vec<(String, Vec<u8>)>,
+}
+
+impl Metadata {
+    /// Empty metadata.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds or replaces a property (names compare case-insensitively, as ZMTP says).
+    pub fn insert(&mut self, name: &str, value: &[u8]) {
+        if let Some(p) = self.props.iter_mut().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
+            p.1 = value.to_vec();
+        } else {
+            self.props.push((name.to_string(), value.to_vec()));
+        }
+    }
+
+    /// A property's value, by case-insensitive name.
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.props.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
+    }
+
+    /// All properties in arrival order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.props.iter().map(|(n, v)| (n.as_str(), v.as_slice()))
+    }
+
+    /// Number of properties.
+    pub fn len(&self) -> usize {
+        self.props.len()
+    }
+
+    /// True when there are no properties.
+    pub fn is_empty(&self) -> bool {
+        self.props.is_empty()
+    }
+}
+
+/// One frame of a ZeroMQ message.
+#[derive(Clone)]
+pub struct Msg {
+    body: Body,
+    flags: u8,
+    routing_id: u32,
+    metadata: Option<Arc<Metadata>>,
+}
+
+const _: () = assert!(std::mem::size_of::<Msg>() <= 64);
+
+impl Default for Msg {
+    fn default() -> Self {
+        Msg::new()
+    }
+}
+
+impl Msg {
+    /// An empty frame.
+    pub const fn new() -> Msg {
+        Msg {
+            body: Body::Inline { len: 0, data: [0; INLINE_CAP] },
+            flags: 0,
+            routing_id: 0,
+            metadata: None,
+        }
+    }
+
+    /// A frame of `len` zero bytes, to be filled through [`Msg::data_mut`].
+    pub fn with_size(len: usize) -> Msg {
+        if len <= INLINE_CAP {
+            Msg { body: Body::Inline { len: len as u8, data: [0; INLINE_CAP] }, ..Msg::new() }
+        } else {
+            Msg::from_boxed(vec![0u8; len].into_boxed_slice())
+        }
+    }
+
+    /// A frame holding a copy of `data`.
+    pub fn copy_from(data: &[u8]) -> Msg {
+        if data.len() <= INLINE_CAP {
+            let mut buf = [0u8; INLINE_CAP];
+            buf[..data.len()].copy_from_slice(data);
+            Msg { body: Body::Inline { len: data.len() as u8, data: buf }, ..Msg::new() }
+        } else {
+            Msg::from_boxed(data.to_vec().into_boxed_slice())
+        }
+    }
+
+    /// A frame that takes ownership of `data` without copying.
+    pub fn from_vec(data: Vec<u8>) -> Msg {
+        if data.len() <= INLINE_CAP {
+            Msg::copy_from(&data)
+        } else {
+            Msg::from_boxed(data.into_boxed_slice())
+        }
+    }
+
+    fn from_boxed(data: Box<[u8]>) -> Msg {
+        let len = data.len();
+        Msg::from_buffer(Arc::new(Buffer::from_boxed(data)), 0, len)
+    }
+
+    /// A frame viewing `len` bytes at `off` of a shared buffer.
+    ///
+    /// Panics when the range lies outside the buffer (a programming error, never peer input).
+    pub fn from_buffer(buf: Arc<Buffer>, off: usize, len: usize) -> Msg {
+        assert!(off.checked_add(len).is_some_and(|end| end <= buf.len()), "slice outside buffer");
+        Msg { body: Body::Shared { buf, off, len }, ..Msg::new() }
+    }
+
+    /// A frame over a caller's buffer, released by `release` once no owner is left.
+    ///
+    /// # Safety
+    /// As [`Buffer::from_external`].
+    pub unsafe fn from_external(ptr: *mut u8, len: usize, release: Option<ReleaseFn>) -> Msg {
+        // SAFETY: forwarded contract.
+        let buf = unsafe { Buffer::from_external(ptr, len, release) };
+        Msg::from_buffer(Arc::new(buf), 0, len)
+    }
+
+    /// The frame's bytes.
+    #[inline]
+    pub fn data(&self) -> &[u8] {
+        match &self.body {
+            Body::Inline { len, data } => &data[..*len as usize],
+            Body::Shared { buf, off, len } => &buf.as_slice()[*off..*off + *len],
+        }
+    }
+
+    /// Mutable bytes, when this handle is the only owner (always true for inline frames).
+    pub fn data_mut(&mut self) -> Option<&mut [u8]> {
+        match &mut self.body {
+            Body::Inline { len, data } => Some(&mut data[..*len as usize]),
+            Body::Shared { buf, off, len } => {
+                let b = Arc::get_mut(buf)?;
+                let (o, l) = (*off, *len);
+                if l == 0 {
+                    return Some(&mut []);
+                }
+                // SAFETY: we are the unique owner of the buffer; ptr is valid for its len bytes.
+                let all = unsafe { std::slice::from_raw_parts_mut(b.ptr, b.len) };
+                Some(&mut all[o..o + l])
+            }
+        }
+    }
+
+    /// A raw pointer to the bytes, writable as in libzmq (`zmq_msg_data`). Writing through it while
+    /// the frame is shared with another owner is the caller's responsibility, as in libzmq.
+    pub fn data_ptr(&mut self) -> *mut u8 {
+        match &mut self.body {
+            Body::Inline { data, .. } => data.as_mut_ptr(),
+            // SAFETY: off is within the buffer (checked at construction).
+            Body::Shared { buf, off, .. } => unsafe { buf.ptr.add(*off) },
+        }
+    }
+
+    /// Length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        match &self.body {
+            Body::Inline { len, .. } => *len as usize,
+            Body::Shared { len, .. } => *len,
+        }
+    }
+
+    /// True for a zero-length frame.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The shared buffer behind this frame, if it is not inline (for zero-copy transports).
+    pub fn buffer(&self) -> Option<(&Arc<Buffer>, usize)> {
+        match &self.body {
+            Body::Inline { .. } => None,
+            Body::Shared { buf, off, .. } => Some((buf, *off)),
+        }
+    }
+
+    /// True when more frames of the same message follow.
+    #[inline]
+    pub fn more(&self) -> bool {
+        self.flags & FLAG_MORE != 0
+    }
+
+    /// Sets or clears the MORE flag.
+    #[inline]
+    pub fn set_more(&mut self, more: bool) {
+        if more {
+            self.flags |= FLAG_MORE
+        } else {
+            self.flags &= !FLAG_MORE
+        }
+    }
+
+    /// True for a ZMTP command frame.
+    #[inline]
+    pub fn is_command(&self) -> bool {
+        self.flags & FLAG_COMMAND != 0
+    }
+
+    /// Marks the frame as a command.
+    pub fn set_command(&mut self, cmd: bool) {
+        if cmd {
+            self.flags |= FLAG_COMMAND
+        } else {
+            self.flags &= !FLAG_COMMAND
+        }
+    }
+
+    /// Raw flags byte (MORE, COMMAND).
+    #[inline]
+    pub fn flags(&self) -> u8 {
+        self.flags & (FLAG_MORE | FLAG_COMMAND)
+    }
+
+    /// True when the bytes are shared with another message (`ZMQ_SHARED`).
+    pub fn is_shared(&self) -> bool {
+        match &self.body {
+            Body::Inline { .. } => false,
+            Body::Shared { buf, .. } => self.flags & FLAG_SHARED != 0 || Arc::strong_count(buf) > 1,
+        }
+    }
+
+    /// A second handle on the same bytes (no copy for shared frames), as `zmq_msg_copy`.
+    pub fn share(&mut self) -> Msg {
+        if let Body::Shared { .. } = self.body {
+            self.flags |= FLAG_SHARED;
+        }
+        self.clone()
+    }
+
+    /// The routing id (`zmq_msg_routing_id`), 0 when none.
+    pub fn routing_id(&self) -> u32 {
+        self.routing_id
+    }
+
+    /// Sets the routing id.
+    pub fn set_routing_id(&mut self, id: u32) {
+        self.routing_id = id;
+    }
+
+    /// The metadata of the connection this frame arrived on.
+    pub fn metadata(&self) -> Option<&Arc<Metadata>> {
+        self.metadata.as_ref()
+    }
+
+    /// Attaches connection metadata.
+    pub fn set_metadata(&mut self, md: Option<Arc<Metadata>>) {
+        self.metadata = md;
+    }
+
+    /// A metadata property (`zmq_msg_gets`).
+    pub fn property(&self, name: &str) -> Option<&[u8]> {
+        self.metadata.as_ref()?.get(name)
+    }
+
+    /// Keeps the bytes, drops flags, routing id and metadata (used when a frame changes hands).
+    pub fn reset_meta(&mut self) {
+        self.flags &= FLAG_SHARED;
+        self.routing_id = 0;
+        self.metadata = None;
+    }
+}
+
+impl fmt::Debug for Msg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.data();
+        let shown = &d[..d.len().min(32)];
+        f.debug_struct("Msg")
+            .field("len", &d.len())
+            .field("more", &self.more())
+            .field("command", &self.is_command())
+            .field("data", &format_args!("{:02x?}{}", shown, if d.len() > 32 { "…" } else { "" }))
+            .finish()
+    }
+}
+
+impl PartialEq for Msg {
+    fn eq(&self, other: &Self) -> bool {
+        self.data() == other.data() && self.flags() == other.flags()
+    }
+}
+
+impl From<&[u8]> for Msg {
+    fn from(d: &[u8]) -> Msg {
+        Msg::copy_from(d)
+    }
+}
+
+impl From<Vec<u8>> for Msg {
+    fn from(d: Vec<u8>) -> Msg {
+        Msg::from_vec(d)
+    }
+}
+
+impl From<&str> for Msg {
+    fn from(s: &str) -> Msg {
+        Msg::copy_from(s.as_bytes())
+    }
+}
+
+impl<const N: usize> From<&[u8; N]> for Msg {
+    fn from(d: &[u8; N]) -> Msg {
+        Msg::copy_from(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn inline_and_shared() {
+        let m = Msg::copy_from(b"hello");
+        assert!(m.buffer().is_none());
+        assert_eq!(m.data(), b"hello");
+        let big = vec![7u8; 1000];
+        let mut m = Msg::from_vec(big.clone());
+        assert_eq!(m.data(), &big[..]);
+        assert!(!m.is_shared());
+        let c = m.share();
+        assert!(m.is_shared() && c.is_shared());
+        assert_eq!(c.data().as_ptr(), m.data().as_ptr());
+    }
+
+    #[test]
+    fn external_release_runs_once_after_last_owner() {
+        static RELEASED: AtomicUsize = AtomicUsize::new(0);
+        let mut storage = vec![1u8; 100].into_boxed_slice();
+        let ptr = storage.as_mut_ptr();
+        // SAFETY: storage outlives every handle; we check the count before dropping it.
+        let mut m = unsafe {
+            Msg::from_external(ptr, 100, Some(Box::new(|| {
+                RELEASED.fetch_add(1, Ordering::SeqCst);
+            })))
+        };
+        let c = m.share();
+        let t = std::thread::spawn(move || drop(c));
+        t.join().unwrap();
+        assert_eq!(RELEASED.load(Ordering::SeqCst), 0);
+        drop(m);
+        assert_eq!(RELEASED.load(Ordering::SeqCst), 1);
+        drop(storage);
+    }
+
+    #[test]
+    fn data_mut_only_when_unique() {
+        let mut m = Msg::with_size(100);
+        m.data_mut().unwrap()[0] = 9;
+        let c = m.share();
+        assert!(m.data_mut().is_none());
+        drop(c);
+        assert_eq!(m.data_mut().unwrap()[0], 9);
+    }
+
+    #[test]
+    fn metadata_case_insensitive() {
+        let mut md = Metadata::new();
+        md.insert("Socket-Type", b"DEALER");
+        let mut m = Msg::new();
+        m.set_metadata(Some(Arc::new(md)));
+        assert_eq!(m.property("socket-type"), Some(&b"DEALER"[..]));
+    }
+}

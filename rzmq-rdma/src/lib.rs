@@ -1,0 +1,1 @@
+//! rzmq-rdma: the RDMA transport (providers, credit ring, rendezvous).
