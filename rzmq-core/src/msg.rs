@@ -15,7 +15,7 @@ use std::fmt;
 use std::sync::Arc;
 
 /// Largest frame kept inline in the message itself.
-pub const INLINE_CAP: usize = 40;
+pub const INLINE_CAP: usize = 32;
 
 /// The frame has more frames following it in the same message (ZMTP MORE).
 pub const FLAG_MORE: u8 = 1;
@@ -123,21 +123,30 @@ impl Metadata {
 
     /// Adds or replaces a property (names compare case-insensitively, as ZMTP says).
     pub fn insert(&mut self, name: &str, value: &[u8]) {
+        // Values are kept with a trailing NUL so the C ABI can hand out C strings.
+        let mut v = Vec::with_capacity(value.len() + 1);
+        v.extend_from_slice(value);
+        v.push(0);
         if let Some(p) = self.props.iter_mut().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
-            p.1 = value.to_vec();
+            p.1 = v;
         } else {
-            self.props.push((name.to_string(), value.to_vec()));
+            self.props.push((name.to_string(), v));
         }
     }
 
     /// A property's value, by case-insensitive name.
     pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.get_with_nul(name).map(|v| &v[..v.len() - 1])
+    }
+
+    /// A property's value followed by a NUL byte (for C callers).
+    pub fn get_with_nul(&self, name: &str) -> Option<&[u8]> {
         self.props.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
     }
 
     /// All properties in arrival order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.props.iter().map(|(n, v)| (n.as_str(), v.as_slice()))
+        self.props.iter().map(|(n, v)| (n.as_str(), &v[..v.len() - 1]))
     }
 
     /// Number of properties.
@@ -160,7 +169,10 @@ pub struct Msg {
     metadata: Option<Arc<Metadata>>,
 }
 
-const _: () = assert!(std::mem::size_of::<Msg>() <= 64);
+/// Bytes of a `Msg`; the C ABI keeps a `Msg` inside a 64-byte `zmq_msg_t`, using the rest as a tag.
+pub const MSG_SIZE: usize = std::mem::size_of::<Msg>();
+const _: () = assert!(MSG_SIZE <= 56);
+const _: () = assert!(std::mem::align_of::<Msg>() <= 8);
 
 impl Default for Msg {
     fn default() -> Self {

@@ -1,0 +1,121 @@
+//! Fair queue: round-robin of incoming messages over the pipes that have some (libzmq `fq_t`).
+//!
+//! Positions `0..active` of the [`PipeArray`] may have messages; a pipe whose `read` returns
+//! `None` (which registers it for an activation) moves out of that range until `read_activated`.
+//! All frames of a multipart message come from the same pipe; after a whole message the next
+//! active pipe gets its turn.
+
+use super::array::PipeArray;
+use super::{PipeId, PipeTable};
+use crate::error::{Error, Result};
+use crate::msg::Msg;
+
+/// The fair-queueing half of PULL, DEALER, ROUTER, REQ, REP, SUB, XSUB and STREAM.
+#[derive(Default)]
+pub struct Fq {
+    pipes: PipeArray,
+    active: usize,
+    current: usize,
+    more: bool,
+}
+
+impl Fq {
+    /// An empty fair queue.
+    pub fn new() -> Fq {
+        Fq::default()
+    }
+
+    /// Adds a pipe, active.
+    pub fn attach(&mut self, id: PipeId) {
+        if self.pipes.index(id).is_some() {
+            self.activated(id);
+            return;
+        }
+        let i = self.pipes.push(id);
+        self.pipes.swap(self.active, i);
+        self.active += 1;
+    }
+
+    /// Forgets a pipe.
+    pub fn terminated(&mut self, id: PipeId) {
+        let Some(index) = self.pipes.index(id) else { return };
+        if index < self.active {
+            if index == self.current {
+                // Only a forced termination can cut a message: never wait for its rest.
+                self.more = false;
+            }
+            self.active -= 1;
+            self.pipes.swap(index, self.active);
+            if self.current == self.active {
+                self.current = 0;
+            }
+        }
+        self.pipes.erase(id);
+    }
+
+    /// Messages may be readable on the pipe again (idempotent).
+    pub fn activated(&mut self, id: PipeId) {
+        let Some(index) = self.pipes.index(id) else { return };
+        if index >= self.active {
+            self.pipes.swap(index, self.active);
+            self.active += 1;
+        }
+    }
+
+    /// Reads the next frame and the pipe it came from, or `Again`.
+    #[inline]
+    pub fn recv(&mut self, table: &mut PipeTable) -> Result<(Msg, PipeId)> {
+        while self.active > 0 {
+            let id = self.pipes.get(self.current);
+            if let Some(m) = table.reader(id).and_then(|r| r.read()) {
+                self.more = m.more();
+                if !self.more {
+                    self.current = (self.current + 1) % self.active;
+                }
+                return Ok((m, id));
+            }
+            // Frames of one message arrive together, so this only happens between messages.
+            self.more = false;
+            self.active -= 1;
+            self.pipes.swap(self.current, self.active);
+            if self.current == self.active {
+                self.current = 0;
+            }
+        }
+        Err(Error::Again)
+    }
+
+    /// Whether a frame can be read now; deactivates (and registers) pipes found empty.
+    pub fn has_in(&mut self, table: &mut PipeTable) -> bool {
+        if self.more {
+            return true;
+        }
+        while self.active > 0 {
+            let id = self.pipes.get(self.current);
+            if table.reader(id).is_some_and(|r| r.has_msg()) {
+                return true;
+            }
+            self.active -= 1;
+            self.pipes.swap(self.current, self.active);
+            if self.current == self.active {
+                self.current = 0;
+            }
+        }
+        false
+    }
+
+    /// True while a multipart message is partly read.
+    pub fn in_multipart(&self) -> bool {
+        self.more
+    }
+
+    /// Number of attached pipes.
+    pub fn len(&self) -> usize {
+        self.pipes.len()
+    }
+
+    /// True when no pipe is attached.
+    pub fn is_empty(&self) -> bool {
+        self.pipes.len() == 0
+    }
+}

@@ -1,0 +1,352 @@
+//! Socket patterns: the routing logic of each socket type, free of I/O.
+//!
+//! A pattern decides where an outgoing message goes and which pipe the next incoming message comes
+//! from (load-balancing, fair-queueing, ROUTER identities, subscriptions, REQ/REP envelopes). It
+//! sees only a [`PipeTable`] of attached pipes and the calls the socket forwards to it; it never
+//! blocks, sleeps or touches a file descriptor. The socket layer (socket.rs) turns `Error::Again`
+//! into waiting, applies timeouts, and attaches and detaches pipes.
+//!
+//! Each socket type mirrors its libzmq 4.3.5 counterpart (`src/<type>.cpp`), built from the same
+//! parts: [`lb`] (load balancer), [`fq`] (fair queue), [`dist`] (fan-out) and [`trie`]
+//! (subscriptions). [`new_pattern`] builds the pattern for a libzmq socket-type number.
+//!
+//! # How the socket drives a pattern
+//! - Calls arrive as the [`Pattern`] trait documents; after *every* call the socket drains
+//!   [`PipeTable::take_kills`] and terminates those pipes (closing both ends), then calls
+//!   [`Pattern::terminated`] for each, as for any other pipe that went away. Patterns ask for this
+//!   to refuse a second PAIR peer and to disconnect the old pipe of a `ROUTER_HANDOVER`.
+//! - `peer_ready` is called on every completed handshake of a pipe, including the first (also when
+//!   the handshake finished before `attach`). SUB/XSUB resend their subscriptions on every
+//!   `peer_ready` after the first (libzmq's "hiccup": a reconnect lost what was queued).
+//! - STREAM: the engine writes an empty frame into the pipe on connect and on disconnect when
+//!   `ZMQ_STREAM_NOTIFY` is on; if the disconnect frame could not be written (full pipe), the
+//!   pattern makes one up when the pipe is `terminated`. Sending `[id, ""]` writes an empty frame
+//!   to that peer, past the HWM: the engine flushes what precedes it and closes the connection.
+//!   ROUTER with `ZMQ_ROUTER_RAW` does the same.
+//! - Options reach a pattern through [`Pattern::set_option`] with libzmq's raw value (ints as
+//!   4-byte native-endian `i32`); a pattern ignores options it has no use for.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::msg::{Metadata, Msg};
+use crate::pipe::{Reader, Writer};
+
+mod array;
+pub mod dealer;
+pub mod dist;
+pub mod fq;
+pub mod lb;
+pub mod pair;
+pub mod pubsub;
+pub mod pull;
+pub mod push;
+pub mod rep;
+pub mod req;
+pub mod router;
+pub mod stream;
+pub mod sub;
+pub mod trie;
+
+#[cfg(test)]
+mod testutil;
+
+/// libzmq socket-type numbers (`ZMQ_PAIR` ...).
+pub mod socket_type {
+    /// `ZMQ_PAIR`.
+    pub const PAIR: i32 = 0;
+    /// `ZMQ_PUB`.
+    pub const PUB: i32 = 1;
+    /// `ZMQ_SUB`.
+    pub const SUB: i32 = 2;
+    /// `ZMQ_REQ`.
+    pub const REQ: i32 = 3;
+    /// `ZMQ_REP`.
+    pub const REP: i32 = 4;
+    /// `ZMQ_DEALER`.
+    pub const DEALER: i32 = 5;
+    /// `ZMQ_ROUTER`.
+    pub const ROUTER: i32 = 6;
+    /// `ZMQ_PULL`.
+    pub const PULL: i32 = 7;
+    /// `ZMQ_PUSH`.
+    pub const PUSH: i32 = 8;
+    /// `ZMQ_XPUB`.
+    pub const XPUB: i32 = 9;
+    /// `ZMQ_XSUB`.
+    pub const XSUB: i32 = 10;
+    /// `ZMQ_STREAM`.
+    pub const STREAM: i32 = 11;
+}
+
+/// The libzmq option numbers patterns consume.
+pub mod opt {
+    /// `ZMQ_SUBSCRIBE`: topic bytes.
+    pub const SUBSCRIBE: i32 = 6;
+    /// `ZMQ_UNSUBSCRIBE`: topic bytes.
+    pub const UNSUBSCRIBE: i32 = 7;
+    /// `ZMQ_ROUTER_MANDATORY`: int (bool).
+    pub const ROUTER_MANDATORY: i32 = 33;
+    /// `ZMQ_XPUB_VERBOSE`: int (bool).
+    pub const XPUB_VERBOSE: i32 = 40;
+    /// `ZMQ_ROUTER_RAW`: int (bool).
+    pub const ROUTER_RAW: i32 = 41;
+    /// `ZMQ_PROBE_ROUTER`: int (bool).
+    pub const PROBE_ROUTER: i32 = 51;
+    /// `ZMQ_REQ_CORRELATE`: int (bool).
+    pub const REQ_CORRELATE: i32 = 52;
+    /// `ZMQ_REQ_RELAXED`: int (bool).
+    pub const REQ_RELAXED: i32 = 53;
+    /// `ZMQ_ROUTER_HANDOVER`: int (bool).
+    pub const ROUTER_HANDOVER: i32 = 56;
+    /// `ZMQ_XPUB_NODROP`: int (bool).
+    pub const XPUB_NODROP: i32 = 69;
+    /// `ZMQ_XPUB_MANUAL`: int (bool).
+    pub const XPUB_MANUAL: i32 = 71;
+    /// `ZMQ_XPUB_WELCOME_MSG`: bytes (empty: none).
+    pub const XPUB_WELCOME_MSG: i32 = 72;
+    /// `ZMQ_STREAM_NOTIFY`: int (bool), default on.
+    pub const STREAM_NOTIFY: i32 = 73;
+    /// `ZMQ_INVERT_MATCHING`: int (bool).
+    pub const INVERT_MATCHING: i32 = 74;
+    /// `ZMQ_XPUB_VERBOSER`: int (bool).
+    pub const XPUB_VERBOSER: i32 = 78;
+    /// `ZMQ_XPUB_MANUAL_LAST_VALUE` (draft): int (bool).
+    pub const XPUB_MANUAL_LAST_VALUE: i32 = 98;
+    /// `ZMQ_ONLY_FIRST_SUBSCRIBE` (draft): int (bool).
+    pub const ONLY_FIRST_SUBSCRIBE: i32 = 108;
+    /// `ZMQ_XSUB_VERBOSE_UNSUBSCRIBE` (draft): int (bool).
+    pub const XSUB_VERBOSE_UNSUBSCRIBE: i32 = 115;
+}
+
+/// Reads a boolean socket option (a 4-byte native-endian int, non-zero is true).
+pub(crate) fn opt_bool(value: &[u8]) -> Result<bool> {
+    let b: [u8; 4] = value.try_into().map_err(|_| Error::Inval)?;
+    let v = i32::from_ne_bytes(b);
+    if v < 0 {
+        return Err(Error::Inval);
+    }
+    Ok(v != 0)
+}
+
+/// A random 32-bit value (seeds ROUTER/STREAM routing ids and REQ request ids, as libzmq's
+/// `generate_random`).
+pub(crate) fn random_u32() -> u32 {
+    use std::hash::BuildHasher;
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64));
+    (h.finish() >> 16) as u32
+}
+
+/// A hasher for [`PipeId`]s: ids are small sequential integers, so one multiplication spreads them.
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// A map keyed by [`PipeId`] with the cheap [`IdHasher`].
+pub type IdMap<V> = HashMap<PipeId, V, BuildHasherDefault<IdHasher>>;
+
+/// Builds the pattern for a libzmq socket-type number; panics on a number that is not one of
+/// PAIR..STREAM (0..=11): the socket layer validates the type first (see [`try_new_pattern`]).
+pub fn new_pattern(socket_type: i32) -> Box<dyn Pattern> {
+    match try_new_pattern(socket_type) {
+        Ok(p) => p,
+        Err(_) => panic!("rzmq: no pattern for socket type {socket_type}"),
+    }
+}
+
+/// Builds the pattern for a libzmq socket-type number, or `Error::Inval` for an unknown one.
+pub fn try_new_pattern(socket_type: i32) -> Result<Box<dyn Pattern>> {
+    use socket_type as t;
+    Ok(match socket_type {
+        t::PAIR => Box::new(pair::Pair::new()),
+        t::PUB => Box::new(pubsub::XPub::new_pub()),
+        t::SUB => Box::new(sub::XSub::new_sub()),
+        t::REQ => Box::new(req::Req::new()),
+        t::REP => Box::new(rep::Rep::new()),
+        t::DEALER => Box::new(dealer::Dealer::new()),
+        t::ROUTER => Box::new(router::Router::new()),
+        t::PULL => Box::new(pull::Pull::new()),
+        t::PUSH => Box::new(push::Push::new()),
+        t::XPUB => Box::new(pubsub::XPub::new_xpub()),
+        t::XSUB => Box::new(sub::XSub::new_xsub()),
+        t::STREAM => Box::new(stream::Stream::new()),
+        _ => return Err(Error::Inval),
+    })
+}
+
+/// Identifies an attached pipe; ids are never reused within a socket's lifetime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PipeId(pub u64);
+
+/// One attached peer: both directions of its pipe and what the socket knows of it.
+pub struct PipeEntry {
+    /// Messages from the peer.
+    pub reader: Reader,
+    /// Messages to the peer.
+    pub writer: Writer,
+    /// The routing id the socket assigned or the peer announced (ROUTER, STREAM); may be empty.
+    pub routing_id: Vec<u8>,
+    /// A routing id requested by `ZMQ_CONNECT_ROUTING_ID` for this pipe, if any.
+    pub connect_routing_id: Option<Vec<u8>>,
+    /// The peer's handshake properties, once known.
+    pub peer: Option<Arc<Metadata>>,
+    /// The endpoint this pipe was created for (bind or connect address), for unbind/disconnect.
+    pub endpoint: Option<String>,
+}
+
+impl PipeEntry {
+    /// A new entry with no routing id.
+    pub fn new(reader: Reader, writer: Writer) -> PipeEntry {
+        PipeEntry { reader, writer, routing_id: Vec::new(), connect_routing_id: None, peer: None, endpoint: None }
+    }
+}
+
+/// The socket's attached pipes, plus the pipes a pattern asked the socket to terminate.
+#[derive(Default)]
+pub struct PipeTable {
+    entries: IdMap<PipeEntry>,
+    next: u64,
+    kills: Vec<PipeId>,
+}
+
+impl PipeTable {
+    /// An empty table.
+    pub fn new() -> PipeTable {
+        PipeTable::default()
+    }
+
+    /// Reserves the id the next inserted pipe will get (pipes need their id before insertion to
+    /// register notification targets).
+    pub fn next_id(&mut self) -> PipeId {
+        self.next += 1;
+        PipeId(self.next)
+    }
+
+    /// Adds a pipe under an id from [`PipeTable::next_id`].
+    pub fn insert(&mut self, id: PipeId, entry: PipeEntry) {
+        self.entries.insert(id, entry);
+    }
+
+    /// Removes a pipe (after the pattern was told it terminated).
+    pub fn remove(&mut self, id: PipeId) -> Option<PipeEntry> {
+        self.entries.remove(&id)
+    }
+
+    /// A pipe by id.
+    #[inline]
+    pub fn get(&self, id: PipeId) -> Option<&PipeEntry> {
+        self.entries.get(&id)
+    }
+
+    /// A pipe by id, mutably.
+    #[inline]
+    pub fn get_mut(&mut self, id: PipeId) -> Option<&mut PipeEntry> {
+        self.entries.get_mut(&id)
+    }
+
+    /// All ids, in no particular order.
+    pub fn ids(&self) -> Vec<PipeId> {
+        self.entries.keys().copied().collect()
+    }
+
+    /// Number of attached pipes.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when no pipe is attached.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Asks the socket to terminate pipe `id` (a pattern refusing or replacing a peer). The
+    /// socket drains the list with [`PipeTable::take_kills`] after each call into the pattern,
+    /// closes the pipe and then calls [`Pattern::terminated`] for it. Asking twice is harmless.
+    pub fn kill(&mut self, id: PipeId) {
+        if !self.kills.contains(&id) {
+            self.kills.push(id);
+        }
+    }
+
+    /// The pipes patterns asked to terminate since the last call (empty: no allocation).
+    pub fn take_kills(&mut self) -> Vec<PipeId> {
+        std::mem::take(&mut self.kills)
+    }
+
+    /// True when a pattern asked for pipes to be terminated.
+    pub fn has_kills(&self) -> bool {
+        !self.kills.is_empty()
+    }
+
+    /// The writing end towards pipe `id`'s peer.
+    #[inline]
+    pub fn writer(&mut self, id: PipeId) -> Option<&mut Writer> {
+        self.entries.get_mut(&id).map(|e| &mut e.writer)
+    }
+
+    /// The reading end from pipe `id`'s peer.
+    #[inline]
+    pub fn reader(&mut self, id: PipeId) -> Option<&mut Reader> {
+        self.entries.get_mut(&id).map(|e| &mut e.reader)
+    }
+
+    /// The peer's handshake properties: the entry's copy, else what the pipe carries.
+    pub fn peer(&self, id: PipeId) -> Option<Arc<Metadata>> {
+        let e = self.entries.get(&id)?;
+        e.peer.clone().or_else(|| e.reader.peer())
+    }
+}
+
+/// The routing logic of one socket type.
+///
+/// Call order guaranteed by the socket: `attach` once per pipe before any other call naming it;
+/// `terminated` once, after which the id is never named again (the entry is still in the table
+/// during the call and removed after it). `read_activated`/`write_activated` may name a pipe that
+/// is already active: they must be idempotent.
+pub trait Pattern: Send {
+    /// A pipe joined the socket.
+    fn attach(&mut self, id: PipeId, pipes: &mut PipeTable);
+    /// The peer behind `id` completed a handshake (first or after reconnect); `pipes[id].peer` is set.
+    fn peer_ready(&mut self, id: PipeId, pipes: &mut PipeTable) {
+        let _ = (id, pipes);
+    }
+    /// The pipe is gone (peer disconnected, endpoint removed, or its reader finished).
+    fn terminated(&mut self, id: PipeId, pipes: &mut PipeTable);
+    /// Messages may be readable on `id` again.
+    fn read_activated(&mut self, id: PipeId, pipes: &mut PipeTable);
+    /// `id` has room to write again.
+    fn write_activated(&mut self, id: PipeId, pipes: &mut PipeTable);
+    /// Sends one frame. `Err((msg, Error::Again))` hands the frame back when it must wait.
+    fn send(&mut self, msg: Msg, pipes: &mut PipeTable) -> std::result::Result<(), (Msg, Error)>;
+    /// Receives one frame, or `Error::Again`.
+    fn recv(&mut self, pipes: &mut PipeTable) -> Result<Msg>;
+    /// Whether `recv` would return a frame now.
+    fn has_in(&mut self, pipes: &mut PipeTable) -> bool;
+    /// Whether `send` would accept a frame now.
+    fn has_out(&mut self, pipes: &mut PipeTable) -> bool;
+    /// A socket option the socket layer already validated and stored, passed on for the pattern's
+    /// own state (e.g. SUBSCRIBE, ROUTER_MANDATORY). Options the pattern does not use are ignored.
+    fn set_option(&mut self, opt: i32, value: &[u8], pipes: &mut PipeTable) -> Result<()> {
+        let _ = (opt, value, pipes);
+        Ok(())
+    }
+}

@@ -1,0 +1,479 @@
+//! Pipes: the bounded, lock-free message queues between a socket and its peers.
+//!
+//! A pipe is one direction of a connection: a [`Writer`] and a [`Reader`] on either side of a
+//! lock-free queue. Each message crosses by move, never by copy. High-water marks count whole
+//! messages (a multipart message is written atomically: its frames become visible together when the
+//! last frame is written). Neither side signals the other on the fast path: the writer wakes the
+//! reader only when the reader found the queue empty and went idle, and the reader wakes the
+//! writer only when the writer hit its HWM. Wake-ups go through [`Notify`], implemented by whoever
+//! owns the other end (a socket's mailbox, an I/O thread).
+//!
+//! A pipe also carries the peer's properties (set by the engine when a handshake completes) and the
+//! close state of each end. This module knows nothing of sockets, engines or transports.
+
+use crossbeam_queue::SegQueue;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::msg::{Metadata, Msg};
+
+/// Callbacks an end's owner receives from the other end.
+pub trait Notify: Send + Sync {
+    /// Messages became available on the pipe `token` after the reader found it empty.
+    fn activate_read(&self, token: u64);
+    /// The pipe `token` has room again after the writer hit its HWM.
+    fn activate_write(&self, token: u64);
+    /// The other end of pipe `token` was closed.
+    fn pipe_closed(&self, token: u64);
+    /// The peer behind pipe `token` completed a (re)handshake; see [`Reader::peer`].
+    fn peer_ready(&self, token: u64) {
+        let _ = token;
+    }
+}
+
+/// Where one end's notifications go: the owner and the token it knows the pipe by.
+#[derive(Clone)]
+pub struct Target {
+    /// The owner to notify.
+    pub notify: Arc<dyn Notify>,
+    /// The owner's identifier for this pipe.
+    pub token: u64,
+}
+
+struct Shared {
+    queue: SegQueue<Msg>,
+    /// The reader found the queue empty and wants an activation.
+    reader_idle: AtomicBool,
+    /// The writer hit its HWM and wants an activation.
+    writer_waiting: AtomicBool,
+    /// Whole messages consumed by the reader.
+    msgs_read: AtomicU64,
+    reader_closed: AtomicBool,
+    writer_closed: AtomicBool,
+    reader_target: Mutex<Option<Target>>,
+    writer_target: Mutex<Option<Target>>,
+    /// Properties of the peer on the writing side, set at handshake.
+    peer: Mutex<Option<Arc<Metadata>>>,
+    /// When the writer closed, how long its queued messages may still be delivered.
+    linger_deadline: Mutex<Option<Option<Instant>>>,
+}
+
+impl Shared {
+    fn notify_reader(&self, f: impl FnOnce(&Target)) {
+        if let Some(t) = self.reader_target.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            f(t)
+        }
+    }
+    fn notify_writer(&self, f: impl FnOnce(&Target)) {
+        if let Some(t) = self.writer_target.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            f(t)
+        }
+    }
+}
+
+/// Creates a pipe with a high-water mark of `hwm` whole messages (0 means unbounded).
+pub fn pipe(hwm: u64) -> (Writer, Reader) {
+    pipe_with(hwm, false)
+}
+
+/// Creates a pipe; with `conflate` it keeps only the newest message (`ZMQ_CONFLATE`) and never
+/// reports itself full.
+pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
+    let hwm = if conflate { 0 } else { hwm };
+    let shared = Arc::new(Shared {
+        queue: SegQueue::new(),
+        reader_idle: AtomicBool::new(true),
+        writer_waiting: AtomicBool::new(false),
+        msgs_read: AtomicU64::new(0),
+        reader_closed: AtomicBool::new(false),
+        writer_closed: AtomicBool::new(false),
+        reader_target: Mutex::new(None),
+        writer_target: Mutex::new(None),
+        peer: Mutex::new(None),
+        linger_deadline: Mutex::new(None),
+    });
+    (
+        Writer { shared: shared.clone(), hwm, written: 0, read_seen: 0, pending: Vec::new(), closed: false, conflate },
+        Reader { shared, read: 0, in_multipart: false, closed: false },
+    )
+}
+
+/// The writing end of a pipe.
+pub struct Writer {
+    shared: Arc<Shared>,
+    hwm: u64,
+    written: u64,
+    read_seen: u64,
+    pending: Vec<Msg>,
+    closed: bool,
+    conflate: bool,
+}
+
+/// Why a write was refused.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum WriteError {
+    /// The HWM is reached; an activation follows when room appears.
+    Full,
+    /// The reader has gone; the pipe should be dropped.
+    Closed,
+}
+
+impl Writer {
+    /// Sets who is told when the pipe has room again or the reader closes.
+    pub fn set_target(&self, target: Target) {
+        *self.shared.writer_target.lock().unwrap_or_else(|e| e.into_inner()) = Some(target);
+    }
+
+    /// Changes the high-water mark (0 means unbounded).
+    pub fn set_hwm(&mut self, hwm: u64) {
+        self.hwm = hwm;
+    }
+
+    /// True while a multipart message is partly written.
+    pub fn in_multipart(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Whether one more message can be written now. When not, the writer registers for an
+    /// activation. Frames after the first of a multipart message always fit.
+    pub fn check_write(&mut self) -> Result<(), WriteError> {
+        if self.shared.reader_closed.load(Ordering::Acquire) {
+            return Err(WriteError::Closed);
+        }
+        if self.hwm == 0 || self.in_multipart() || self.written - self.read_seen < self.hwm {
+            return Ok(());
+        }
+        self.read_seen = self.shared.msgs_read.load(Ordering::Acquire);
+        if self.written - self.read_seen < self.hwm {
+            return Ok(());
+        }
+        self.shared.writer_waiting.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        self.read_seen = self.shared.msgs_read.load(Ordering::SeqCst);
+        if self.written - self.read_seen < self.hwm {
+            self.shared.writer_waiting.store(false, Ordering::Relaxed);
+            return Ok(());
+        }
+        Err(WriteError::Full)
+    }
+
+    /// Writes one frame after a successful [`Writer::check_write`]. Frames with MORE are held
+    /// until the message's last frame, so the reader sees whole messages only.
+    pub fn write(&mut self, msg: Msg) {
+        if msg.more() {
+            self.pending.push(msg);
+            return;
+        }
+        if self.conflate {
+            // Only the newest message is kept: drop what the reader has not taken yet.
+            self.pending.clear();
+            while self.shared.queue.pop().is_some() {}
+        }
+        if self.pending.is_empty() {
+            self.shared.queue.push(msg);
+        } else {
+            for m in self.pending.drain(..) {
+                self.shared.queue.push(m);
+            }
+            self.shared.queue.push(msg);
+        }
+        self.written += 1;
+        self.wake_reader();
+    }
+
+    /// Writes a frame if there is room, handing it back otherwise.
+    pub fn try_write(&mut self, msg: Msg) -> Result<(), (Msg, WriteError)> {
+        match self.check_write() {
+            Ok(()) => {
+                self.write(msg);
+                Ok(())
+            }
+            Err(e) => Err((msg, e)),
+        }
+    }
+
+    /// Discards the frames of a partly written multipart message.
+    pub fn rollback(&mut self) {
+        self.pending.clear();
+    }
+
+    fn wake_reader(&self) {
+        fence(Ordering::SeqCst);
+        if self.shared.reader_idle.load(Ordering::Relaxed) && self.shared.reader_idle.swap(false, Ordering::SeqCst) {
+            self.shared.notify_reader(|t| t.notify.activate_read(t.token));
+        }
+    }
+
+    /// Publishes the properties of the peer that writes into this pipe (at handshake).
+    pub fn set_peer(&self, md: Arc<Metadata>) {
+        *self.shared.peer.lock().unwrap_or_else(|e| e.into_inner()) = Some(md);
+        self.shared.notify_reader(|t| t.notify.peer_ready(t.token));
+    }
+
+    /// True once the reader has closed its end.
+    pub fn reader_closed(&self) -> bool {
+        self.shared.reader_closed.load(Ordering::Acquire)
+    }
+
+    /// Messages written and not yet read (approximate across threads).
+    pub fn queued(&self) -> u64 {
+        self.written - self.shared.msgs_read.load(Ordering::Acquire)
+    }
+
+    /// Closes this end: the reader may drain what is queued, until `linger` (None: no limit).
+    pub fn close_with_linger(mut self, linger: Option<Instant>) {
+        *self.shared.linger_deadline.lock().unwrap_or_else(|e| e.into_inner()) = Some(linger);
+        self.close_inner();
+    }
+
+    fn close_inner(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        self.pending.clear();
+        self.shared.writer_closed.store(true, Ordering::SeqCst);
+        self.shared.notify_reader(|t| t.notify.pipe_closed(t.token));
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.close_inner();
+    }
+}
+
+/// The reading end of a pipe.
+pub struct Reader {
+    shared: Arc<Shared>,
+    read: u64,
+    in_multipart: bool,
+    closed: bool,
+}
+
+impl Reader {
+    /// Sets who is told when messages arrive or the writer closes. If messages are already
+    /// queued, the new target is activated at once.
+    pub fn set_target(&self, target: Target) {
+        let mut g = self.shared.reader_target.lock().unwrap_or_else(|e| e.into_inner());
+        *g = Some(target);
+        drop(g);
+        if !self.shared.queue.is_empty() && self.shared.reader_idle.swap(false, Ordering::SeqCst) {
+            self.shared.notify_reader(|t| t.notify.activate_read(t.token));
+        }
+    }
+
+    /// Reads one frame. On `None` the reader is registered for an activation.
+    #[inline]
+    pub fn read(&mut self) -> Option<Msg> {
+        let m = match self.shared.queue.pop() {
+            Some(m) => m,
+            None => {
+                self.shared.reader_idle.store(true, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
+                let m = self.shared.queue.pop()?;
+                self.shared.reader_idle.store(false, Ordering::SeqCst);
+                m
+            }
+        };
+        self.in_multipart = m.more();
+        if !self.in_multipart {
+            self.read += 1;
+            self.shared.msgs_read.store(self.read, Ordering::Release);
+            fence(Ordering::SeqCst);
+            if self.shared.writer_waiting.load(Ordering::Relaxed)
+                && self.shared.writer_waiting.swap(false, Ordering::SeqCst)
+            {
+                self.shared.notify_writer(|t| t.notify.activate_write(t.token));
+            }
+        }
+        Some(m)
+    }
+
+    /// True when a frame can be read now. When not, the reader is registered for an activation
+    /// (exactly as a `read` returning `None`), so a later write wakes its owner.
+    pub fn has_msg(&self) -> bool {
+        if !self.shared.queue.is_empty() {
+            return true;
+        }
+        self.shared.reader_idle.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if self.shared.queue.is_empty() {
+            return false;
+        }
+        self.shared.reader_idle.store(false, Ordering::SeqCst);
+        true
+    }
+
+    /// True while the last frame read had MORE set.
+    pub fn in_multipart(&self) -> bool {
+        self.in_multipart
+    }
+
+    /// True once the writer closed and everything it wrote has been read.
+    pub fn is_finished(&self) -> bool {
+        self.shared.writer_closed.load(Ordering::Acquire) && self.shared.queue.is_empty()
+    }
+
+    /// True once the writer closed its end.
+    pub fn writer_closed(&self) -> bool {
+        self.shared.writer_closed.load(Ordering::Acquire)
+    }
+
+    /// The linger deadline the writer set when closing: `None` while open, `Some(None)` for no limit.
+    pub fn linger_deadline(&self) -> Option<Option<Instant>> {
+        *self.shared.linger_deadline.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The writing peer's properties, once its handshake completed.
+    pub fn peer(&self) -> Option<Arc<Metadata>> {
+        self.shared.peer.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Drops everything queued (e.g. LINGER 0), returning how many frames were dropped.
+    pub fn discard_all(&mut self) -> usize {
+        let mut n = 0;
+        while self.read().is_some() {
+            n += 1;
+        }
+        n
+    }
+
+    fn close_inner(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        self.shared.reader_closed.store(true, Ordering::SeqCst);
+        self.shared.notify_writer(|t| t.notify.pipe_closed(t.token));
+        // Release queued frames (and their external buffers) now rather than when the writer goes.
+        while self.shared.queue.pop().is_some() {}
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.close_inner();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    #[derive(Default)]
+    struct Counts {
+        read: AtomicUsize,
+        write: AtomicUsize,
+        closed: AtomicUsize,
+    }
+    impl Notify for Counts {
+        fn activate_read(&self, _: u64) {
+            self.read.fetch_add(1, Ordering::SeqCst);
+        }
+        fn activate_write(&self, _: u64) {
+            self.write.fetch_add(1, Ordering::SeqCst);
+        }
+        fn pipe_closed(&self, _: u64) {
+            self.closed.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn hwm_counts_whole_messages_and_activates() {
+        let (mut w, mut r) = pipe(2);
+        let c = Arc::new(Counts::default());
+        w.set_target(Target { notify: c.clone(), token: 1 });
+        r.set_target(Target { notify: c.clone(), token: 2 });
+        let mut a = Msg::from("a");
+        a.set_more(true);
+        w.try_write(a).unwrap();
+        w.try_write(Msg::from("b")).unwrap();
+        w.try_write(Msg::from("c")).unwrap();
+        assert_eq!(w.try_write(Msg::from("d")).unwrap_err().1, WriteError::Full);
+        assert_eq!(c.read.load(Ordering::SeqCst), 1, "one activation for an idle reader");
+        assert_eq!(r.read().unwrap().data(), b"a");
+        assert_eq!(c.write.load(Ordering::SeqCst), 0, "half a message frees nothing");
+        assert_eq!(r.read().unwrap().data(), b"b");
+        assert_eq!(c.write.load(Ordering::SeqCst), 1);
+        w.try_write(Msg::from("d")).unwrap();
+        assert_eq!(r.read().unwrap().data(), b"c");
+        assert_eq!(r.read().unwrap().data(), b"d");
+        assert!(r.read().is_none());
+        w.try_write(Msg::from("e")).unwrap();
+        assert_eq!(c.read.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn multipart_invisible_until_complete_and_rollback() {
+        let (mut w, mut r) = pipe(0);
+        let mut a = Msg::from("a");
+        a.set_more(true);
+        w.write(a);
+        assert!(r.read().is_none());
+        w.rollback();
+        w.write(Msg::from("z"));
+        assert_eq!(r.read().unwrap().data(), b"z");
+    }
+
+    #[test]
+    fn close_notifies_and_finishes() {
+        let (mut w, mut r) = pipe(0);
+        let c = Arc::new(Counts::default());
+        r.set_target(Target { notify: c.clone(), token: 2 });
+        w.write(Msg::from("x"));
+        w.close_with_linger(None);
+        assert_eq!(c.closed.load(Ordering::SeqCst), 1);
+        assert!(!r.is_finished());
+        assert!(r.read().is_some());
+        assert!(r.is_finished());
+        assert_eq!(r.linger_deadline(), Some(None));
+    }
+
+    #[test]
+    fn threads_lose_nothing() {
+        let (mut w, mut r) = pipe(100);
+        struct Park(std::thread::Thread);
+        impl Notify for Park {
+            fn activate_read(&self, _: u64) {
+                self.0.unpark()
+            }
+            fn activate_write(&self, _: u64) {
+                self.0.unpark()
+            }
+            fn pipe_closed(&self, _: u64) {
+                self.0.unpark()
+            }
+        }
+        r.set_target(Target { notify: Arc::new(Park(std::thread::current())), token: 0 });
+        let t = std::thread::spawn(move || {
+            w.set_target(Target { notify: Arc::new(Park(std::thread::current())), token: 0 });
+            for i in 0u32..200_000 {
+                let mut m = Msg::copy_from(&i.to_le_bytes());
+                loop {
+                    match w.try_write(m) {
+                        Ok(()) => break,
+                        Err((back, WriteError::Full)) => {
+                            m = back;
+                            std::thread::park_timeout(std::time::Duration::from_millis(100));
+                        }
+                        Err((_, WriteError::Closed)) => panic!("closed"),
+                    }
+                }
+            }
+        });
+        let mut next = 0u32;
+        while next < 200_000 {
+            match r.read() {
+                Some(m) => {
+                    assert_eq!(m.data(), next.to_le_bytes());
+                    next += 1;
+                }
+                None => std::thread::park_timeout(std::time::Duration::from_millis(100)),
+            }
+        }
+        t.join().unwrap();
+    }
+}

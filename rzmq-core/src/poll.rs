@@ -1,0 +1,158 @@
+//! `zmq_poll`: waiting on sockets and plain file descriptors together.
+//!
+//! A socket is ready when its pattern can receive or send (checked through `ZMQ_EVENTS`); while
+//! none is ready, the caller sleeps in poll(2) on each socket's `ZMQ_FD` and on the raw fds.
+
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::socket::{Socket, POLLIN, POLLOUT};
+
+/// Readiness for reading (`ZMQ_POLLIN`).
+pub const ZMQ_POLLIN: i16 = POLLIN;
+/// Readiness for writing (`ZMQ_POLLOUT`).
+pub const ZMQ_POLLOUT: i16 = POLLOUT;
+/// An error condition on a raw fd (`ZMQ_POLLERR`).
+pub const ZMQ_POLLERR: i16 = 4;
+/// Priority data on a raw fd (`ZMQ_POLLPRI`).
+pub const ZMQ_POLLPRI: i16 = 8;
+
+/// Something poll can wait on: an rzmq socket as seen through `ZMQ_EVENTS` and `ZMQ_FD`.
+pub trait Pollable {
+    /// The socket's current events (POLLIN/POLLOUT), processing pending commands.
+    fn poll_events(&mut self) -> Result<i16>;
+    /// The fd that becomes readable when the events may have changed.
+    fn poll_fd(&self) -> RawFd;
+}
+
+impl Pollable for Socket {
+    fn poll_events(&mut self) -> Result<i16> {
+        self.events()
+    }
+    fn poll_fd(&self) -> RawFd {
+        self.fd()
+    }
+}
+
+/// One entry of a poll set.
+pub struct PollItem<'a> {
+    /// The socket, or None for a raw fd.
+    pub socket: Option<&'a mut dyn Pollable>,
+    /// The raw fd (ignored when `socket` is set).
+    pub fd: RawFd,
+    /// Events asked for.
+    pub events: i16,
+    /// Events found.
+    pub revents: i16,
+}
+
+impl<'a> PollItem<'a> {
+    /// An item for a socket.
+    pub fn socket(s: &'a mut dyn Pollable, events: i16) -> PollItem<'a> {
+        PollItem { socket: Some(s), fd: -1, events, revents: 0 }
+    }
+    /// An item for a raw file descriptor.
+    pub fn fd(fd: RawFd, events: i16) -> PollItem<'static> {
+        PollItem { socket: None, fd, events, revents: 0 }
+    }
+}
+
+/// Waits until at least one item is ready or `timeout` passes (None: forever; zero: check once).
+/// Returns the number of ready items; their `revents` are set.
+pub fn poll(items: &mut [PollItem<'_>], timeout: Option<Duration>) -> Result<usize> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    if items.is_empty() {
+        if let Some(t) = timeout {
+            std::thread::sleep(t);
+        } else {
+            // libzmq sleeps forever here; never return.
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+        return Ok(0);
+    }
+    let mut pfds: Vec<libc::pollfd> = Vec::with_capacity(items.len());
+    let mut first = true;
+    loop {
+        pfds.clear();
+        let mut ready = 0;
+        for it in items.iter_mut() {
+            it.revents = 0;
+            match it.socket.as_mut() {
+                Some(s) => {
+                    let ev = s.poll_events()?;
+                    it.revents = ev & it.events & (POLLIN | POLLOUT);
+                    pfds.push(libc::pollfd { fd: s.poll_fd(), events: libc::POLLIN, revents: 0 });
+                }
+                None => {
+                    let mut e = 0;
+                    if it.events & POLLIN != 0 {
+                        e |= libc::POLLIN;
+                    }
+                    if it.events & POLLOUT != 0 {
+                        e |= libc::POLLOUT;
+                    }
+                    if it.events & ZMQ_POLLPRI != 0 {
+                        e |= libc::POLLPRI;
+                    }
+                    pfds.push(libc::pollfd { fd: it.fd, events: e, revents: 0 });
+                }
+            }
+            if it.revents != 0 {
+                ready += 1;
+            }
+        }
+        // Raw fds are checked with a zero-timeout poll first.
+        let wait_ms: i32 = if ready > 0 || (!first && deadline.is_some_and(|d| Instant::now() >= d)) {
+            0
+        } else {
+            match deadline {
+                None => -1,
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    (left.as_millis() as i32).saturating_add(i32::from(left.subsec_nanos() % 1_000_000 != 0))
+                }
+            }
+        };
+        // SAFETY: pfds is a valid array of pollfd of the given length.
+        let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, wait_ms) };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(Error::from(e));
+        }
+        for (it, p) in items.iter_mut().zip(pfds.iter()) {
+            if it.socket.is_none() {
+                let mut r = 0;
+                if p.revents & libc::POLLIN != 0 {
+                    r |= POLLIN;
+                }
+                if p.revents & libc::POLLOUT != 0 {
+                    r |= POLLOUT;
+                }
+                if p.revents & libc::POLLPRI != 0 {
+                    r |= ZMQ_POLLPRI;
+                }
+                if p.revents & !(libc::POLLIN | libc::POLLOUT | libc::POLLPRI) != 0 {
+                    r |= ZMQ_POLLERR;
+                }
+                it.revents = r & (it.events | ZMQ_POLLERR);
+                if it.revents != 0 {
+                    ready += 1;
+                }
+            }
+        }
+        if ready > 0 {
+            // Re-count: a socket may have become ready too.
+            return Ok(items.iter().filter(|i| i.revents != 0).count());
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(0);
+        }
+        if rc == 0 && wait_ms == 0 && !first {
+            return Ok(0);
+        }
+        first = false;
+    }
+}

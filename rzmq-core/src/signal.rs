@@ -1,0 +1,193 @@
+//! Wake-ups between threads: an eventfd-backed signaler and a command mailbox.
+//!
+//! A [`Mailbox`] is a lock-free queue plus a signaler that is written only when the reader has
+//! declared itself asleep, so a busy reader costs its writers no system call. The signaler's fd is
+//! what `ZMQ_FD` exposes: it becomes readable when commands arrive for a reader that was idle
+//! (edge-like, as in libzmq; spurious readiness is allowed and callers re-check `ZMQ_EVENTS`).
+
+use crossbeam_queue::SegQueue;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+
+/// An eventfd used to wake a thread or to make a file descriptor readable.
+#[derive(Debug)]
+pub struct Signaler {
+    fd: RawFd,
+}
+
+impl Signaler {
+    /// A new non-blocking eventfd.
+    pub fn new() -> Result<Signaler> {
+        // SAFETY: eventfd takes no pointers; the result is checked.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        Ok(Signaler { fd })
+    }
+
+    /// Makes the fd readable (adds one to the counter).
+    pub fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to our own eventfd.
+        let _ = unsafe { libc::write(self.fd, (&one as *const u64).cast(), 8) };
+    }
+
+    /// Resets the counter; returns true when it was non-zero.
+    pub fn clear(&self) -> bool {
+        let mut v: u64 = 0;
+        // SAFETY: reads 8 bytes into a live u64 from our own non-blocking eventfd.
+        let n = unsafe { libc::read(self.fd, (&mut v as *mut u64).cast(), 8) };
+        n == 8
+    }
+
+    /// Waits until the fd is readable or the timeout passes (None waits forever).
+    /// Returns true when readable. EINTR is reported as [`Error::Intr`].
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
+        let mut pfd = libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 };
+        let ms = match timeout {
+            None => -1,
+            Some(d) => d.as_millis().min(i32::MAX as u128) as i32 + i32::from(d.subsec_nanos() % 1_000_000 != 0),
+        };
+        // SAFETY: one valid pollfd.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(e.into());
+        }
+        Ok(rc > 0)
+    }
+}
+
+impl AsRawFd for Signaler {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd
+    }
+}
+
+impl Drop for Signaler {
+    fn drop(&mut self) {
+        // SAFETY: we own the fd.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+/// A multi-producer command queue for one reader, signalling only a sleeping reader.
+pub struct Mailbox<C> {
+    queue: SegQueue<C>,
+    /// True when no signal is outstanding: the next sender must signal.
+    asleep: AtomicBool,
+    signaler: Signaler,
+}
+
+impl<C> Mailbox<C> {
+    /// A new mailbox.
+    pub fn new() -> Result<Mailbox<C>> {
+        Ok(Mailbox { queue: SegQueue::new(), asleep: AtomicBool::new(true), signaler: Signaler::new()? })
+    }
+
+    /// Queues a command, waking the reader if it is idle.
+    pub fn send(&self, cmd: C) {
+        self.queue.push(cmd);
+        fence(Ordering::SeqCst);
+        if self.asleep.load(Ordering::Relaxed) && self.asleep.swap(false, Ordering::SeqCst) {
+            self.signaler.signal();
+        }
+    }
+
+    /// Starts a drain: clears an outstanding signal so that any command sent after this call
+    /// signals again. Call before popping with [`Mailbox::try_recv`] until it returns None.
+    pub fn begin_drain(&self) {
+        if !self.asleep.load(Ordering::SeqCst) {
+            self.signaler.clear();
+            self.asleep.store(true, Ordering::SeqCst);
+        }
+        fence(Ordering::SeqCst);
+    }
+
+    /// Pops one command.
+    pub fn try_recv(&self) -> Option<C> {
+        self.queue.pop()
+    }
+
+    /// True when commands are queued.
+    pub fn has_pending(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// Blocks until a command may be queued or the deadline passes; returns false on timeout.
+    /// Call after a drain found the queue empty.
+    pub fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
+        if self.has_pending() {
+            return Ok(true);
+        }
+        let timeout = match deadline {
+            None => None,
+            Some(d) => {
+                let now = Instant::now();
+                if d <= now {
+                    return Ok(false);
+                }
+                Some(d - now)
+            }
+        };
+        match self.signaler.wait(timeout) {
+            Ok(r) => Ok(r),
+            Err(Error::Intr) => Err(Error::Intr),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The fd that becomes readable when commands arrive for an idle reader (`ZMQ_FD`).
+    pub fn fd(&self) -> RawFd {
+        self.signaler.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn signal_only_when_asleep() {
+        let mb: Mailbox<u32> = Mailbox::new().unwrap();
+        mb.begin_drain();
+        mb.send(1);
+        assert!(mb.signaler.wait(Some(Duration::ZERO)).unwrap());
+        mb.send(2); // no second signal needed; reader not drained yet
+        mb.begin_drain();
+        assert!(!mb.signaler.wait(Some(Duration::ZERO)).unwrap());
+        assert_eq!(mb.try_recv(), Some(1));
+        assert_eq!(mb.try_recv(), Some(2));
+        assert_eq!(mb.try_recv(), None);
+        mb.send(3);
+        assert!(mb.signaler.wait(Some(Duration::ZERO)).unwrap());
+    }
+
+    #[test]
+    fn cross_thread_wakeup() {
+        let mb: Arc<Mailbox<u32>> = Arc::new(Mailbox::new().unwrap());
+        let m2 = mb.clone();
+        let t = std::thread::spawn(move || {
+            for i in 0..10_000 {
+                m2.send(i);
+            }
+        });
+        let mut got = 0;
+        while got < 10_000 {
+            mb.begin_drain();
+            while let Some(v) = mb.try_recv() {
+                assert_eq!(v, got);
+                got += 1;
+            }
+            if got < 10_000 {
+                mb.wait_until(Some(Instant::now() + Duration::from_secs(5))).unwrap();
+            }
+        }
+        t.join().unwrap();
+    }
+}

@@ -1,0 +1,832 @@
+//! Sockets: options, the socket type's pattern and its pipes behind the public API.
+//!
+//! A [`Socket`] belongs to one thread at a time (it is `Send`, not `Sync`), as in libzmq. Its
+//! pattern routes messages over pipes; connections live on I/O threads and reach the socket only
+//! through pipes and the socket's mailbox (commands: a pipe became readable or writable, a pipe
+//! closed, a new pipe to attach, the context is terminating). The mailbox's eventfd is `ZMQ_FD`.
+//!
+//! Blocking calls wait on that mailbox, never on a lock, so `Context::term` can wake them with
+//! ETERM.
+
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::context::{Context, CtxInner};
+use crate::endpoint::Endpoint;
+use crate::error::{Error, Result};
+use crate::monitor::{self, EventSink, Monitor};
+use crate::msg::{Metadata, Msg};
+use crate::options::{OptValue, Options};
+use crate::pattern::{self, Pattern, PipeEntry, PipeId, PipeTable};
+use crate::pipe::{self, Notify, Target};
+use crate::signal::Mailbox;
+use crate::transport;
+
+/// Don't block (`ZMQ_DONTWAIT`).
+pub const DONTWAIT: i32 = 1;
+/// More frames follow (`ZMQ_SNDMORE`).
+pub const SNDMORE: i32 = 2;
+/// `ZMQ_EVENTS` bit: a message can be received.
+pub const POLLIN: i16 = 1;
+/// `ZMQ_EVENTS` bit: a message can be sent.
+pub const POLLOUT: i16 = 2;
+
+/// The socket types of libzmq, with its numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum SocketType {
+    /// Exclusive pair.
+    Pair = 0,
+    /// Publisher.
+    Pub = 1,
+    /// Subscriber.
+    Sub = 2,
+    /// Request (client of REP/ROUTER).
+    Req = 3,
+    /// Reply (server of REQ/DEALER).
+    Rep = 4,
+    /// Asynchronous request.
+    Dealer = 5,
+    /// Addressed routing.
+    Router = 6,
+    /// Pipeline sink.
+    Pull = 7,
+    /// Pipeline source.
+    Push = 8,
+    /// Publisher that sees subscriptions.
+    XPub = 9,
+    /// Subscriber that sends subscriptions as messages.
+    XSub = 10,
+    /// Raw TCP streams.
+    Stream = 11,
+}
+
+impl SocketType {
+    /// The type for a libzmq socket-type number.
+    pub fn from_raw(t: i32) -> Result<SocketType> {
+        use SocketType::*;
+        Ok(match t {
+            0 => Pair,
+            1 => Pub,
+            2 => Sub,
+            3 => Req,
+            4 => Rep,
+            5 => Dealer,
+            6 => Router,
+            7 => Pull,
+            8 => Push,
+            9 => XPub,
+            10 => XSub,
+            11 => Stream,
+            _ => return Err(Error::Inval),
+        })
+    }
+
+    /// The ZMTP name ("PAIR", "DEALER", ...).
+    pub fn name(self) -> &'static str {
+        use SocketType::*;
+        match self {
+            Pair => "PAIR",
+            Pub => "PUB",
+            Sub => "SUB",
+            Req => "REQ",
+            Rep => "REP",
+            Dealer => "DEALER",
+            Router => "ROUTER",
+            Pull => "PULL",
+            Push => "PUSH",
+            XPub => "XPUB",
+            XSub => "XSUB",
+            Stream => "STREAM",
+        }
+    }
+}
+
+/// Commands delivered to a socket's mailbox.
+pub(crate) enum Cmd {
+    ActivateRead(u64),
+    ActivateWrite(u64),
+    PipeClosed(u64),
+    PeerReady(u64),
+    /// A new pipe from a connection or an inproc peer.
+    Attach(Box<Attach>),
+    /// The context is terminating.
+    Stop,
+}
+
+/// A pipe handed to a socket by a connection or an inproc peer.
+pub(crate) struct Attach {
+    pub entry: PipeEntry,
+    pub id: PipeId,
+}
+
+/// The part of a socket other threads may hold: its mailbox.
+pub(crate) struct SocketShared {
+    pub mailbox: Mailbox<Cmd>,
+    pub id: u64,
+    next_pipe: std::sync::atomic::AtomicU64,
+}
+
+impl SocketShared {
+    /// Reserves a pipe id (used by other threads preparing an Attach).
+    pub fn reserve_pipe_id(&self) -> PipeId {
+        PipeId(self.next_pipe.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1)
+    }
+}
+
+impl Notify for SocketShared {
+    fn activate_read(&self, token: u64) {
+        self.mailbox.send(Cmd::ActivateRead(token));
+    }
+    fn activate_write(&self, token: u64) {
+        self.mailbox.send(Cmd::ActivateWrite(token));
+    }
+    fn pipe_closed(&self, token: u64) {
+        self.mailbox.send(Cmd::PipeClosed(token));
+    }
+    fn peer_ready(&self, token: u64) {
+        self.mailbox.send(Cmd::PeerReady(token));
+    }
+}
+
+/// What a bound or connected endpoint holds so it can be undone.
+enum EndpointHandle {
+    /// A listener or connecting session on an I/O thread.
+    Io(transport::IoHandle),
+    /// An inproc binding (name registered in the context).
+    InprocBind,
+    /// An inproc connection: its pipe.
+    InprocConnect,
+}
+
+struct EndpointRec {
+    /// The address as given by the user.
+    given: String,
+    /// The resolved address (LAST_ENDPOINT form).
+    resolved: String,
+    bind: bool,
+    handle: EndpointHandle,
+}
+
+/// A ZeroMQ socket.
+pub struct Socket {
+    shared: Arc<SocketShared>,
+    ctx: Context,
+    ty: SocketType,
+    pattern: Box<dyn Pattern>,
+    pipes: PipeTable,
+    options: Options,
+    rcvmore: bool,
+    last_endpoint: String,
+    endpoints: Vec<EndpointRec>,
+    monitor: Monitor,
+    closed: bool,
+}
+
+impl std::fmt::Debug for Socket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Socket").field("type", &self.ty).field("pipes", &self.pipes.len()).finish()
+    }
+}
+
+fn deadline_for(timeout_ms: i32) -> Option<Instant> {
+    if timeout_ms < 0 {
+        None
+    } else {
+        Some(Instant::now() + Duration::from_millis(timeout_ms as u64))
+    }
+}
+
+impl Socket {
+    pub(crate) fn new(ctx: Context, ty: SocketType, id: u64) -> Result<Socket> {
+        let shared = Arc::new(SocketShared {
+            mailbox: Mailbox::new()?,
+            id,
+            next_pipe: std::sync::atomic::AtomicU64::new(0),
+        });
+        let options = Options::with_ctx(ty as i32, &ctx.inner().ctx_options());
+        Ok(Socket {
+            shared,
+            ctx,
+            ty,
+            pattern: pattern::new_pattern(ty as i32),
+            pipes: PipeTable::new(),
+            options,
+            rcvmore: false,
+            last_endpoint: String::new(),
+            endpoints: Vec::new(),
+            monitor: Monitor::new(),
+            closed: false,
+        })
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<SocketShared> {
+        &self.shared
+    }
+
+    /// The socket's type.
+    pub fn socket_type(&self) -> SocketType {
+        self.ty
+    }
+
+    /// The socket's options (read-only view).
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// The socket's context.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    fn check_alive(&self) -> Result<()> {
+        if self.closed {
+            return Err(Error::NotSock);
+        }
+        if self.ctx.inner().is_terminating() {
+            return Err(Error::Term);
+        }
+        Ok(())
+    }
+
+    // ----- commands -------------------------------------------------------------------------
+
+    /// Processes every queued command without blocking.
+    fn process_commands(&mut self) -> Result<()> {
+        self.shared.mailbox.begin_drain();
+        while let Some(cmd) = self.shared.mailbox.try_recv() {
+            self.handle(cmd);
+        }
+        if self.ctx.inner().is_terminating() {
+            return Err(Error::Term);
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn process_if_pending(&mut self) -> Result<()> {
+        if self.shared.mailbox.has_pending() {
+            self.process_commands()?;
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::ActivateRead(t) => {
+                let id = PipeId(t);
+                if self.pipes.get(id).is_some() {
+                    self.pattern.read_activated(id, &mut self.pipes);
+                    self.reap(id);
+                }
+            }
+            Cmd::ActivateWrite(t) => {
+                let id = PipeId(t);
+                if self.pipes.get(id).is_some() {
+                    self.pattern.write_activated(id, &mut self.pipes);
+                }
+            }
+            Cmd::PipeClosed(t) => self.reap(PipeId(t)),
+            Cmd::PeerReady(t) => {
+                let id = PipeId(t);
+                if let Some(e) = self.pipes.get_mut(id) {
+                    e.peer = e.reader.peer();
+                    self.pattern.peer_ready(id, &mut self.pipes);
+                }
+            }
+            Cmd::Attach(a) => {
+                let Attach { entry, id } = *a;
+                self.attach_pipe(id, entry);
+            }
+            Cmd::Stop => {}
+        }
+        self.drain_kills();
+    }
+
+    /// Detaches a pipe whose peer is gone once everything it delivered has been read.
+    fn reap(&mut self, id: PipeId) {
+        let Some(e) = self.pipes.get(id) else { return };
+        let gone = e.writer.reader_closed() || e.reader.is_finished();
+        if gone && !e.reader.has_msg() {
+            self.terminate_pipe(id);
+        }
+    }
+
+    fn terminate_pipe(&mut self, id: PipeId) {
+        if self.pipes.get(id).is_some() {
+            self.pattern.terminated(id, &mut self.pipes);
+            self.pipes.remove(id);
+        }
+    }
+
+    fn drain_kills(&mut self) {
+        for id in self.pipes.take_kills() {
+            self.terminate_pipe(id);
+        }
+    }
+
+    /// Attaches a pipe end: registers this socket as its notification target.
+    pub(crate) fn attach_pipe(&mut self, id: PipeId, mut entry: PipeEntry) {
+        let target = Target { notify: self.shared.clone() as Arc<dyn Notify>, token: id.0 };
+        entry.reader.set_target(target.clone());
+        entry.writer.set_target(target);
+        if entry.peer.is_none() {
+            entry.peer = entry.reader.peer();
+        }
+        let has_peer = entry.peer.is_some();
+        self.pipes.insert(id, entry);
+        self.pattern.attach(id, &mut self.pipes);
+        if has_peer {
+            self.pattern.peer_ready(id, &mut self.pipes);
+        }
+        self.drain_kills();
+    }
+
+    // ----- send and receive -------------------------------------------------------------------
+
+    /// Sends one frame; on failure the frame is handed back with the error (as `zmq_msg_send`
+    /// leaves the message with the caller).
+    pub fn send_msg(&mut self, mut msg: Msg, flags: i32) -> std::result::Result<(), (Msg, Error)> {
+        if let Err(e) = self.check_alive() {
+            return Err((msg, e));
+        }
+        if let Err(e) = self.process_if_pending() {
+            return Err((msg, e));
+        }
+        msg.set_more(flags & SNDMORE != 0);
+        let mut m = match self.pattern.send(msg, &mut self.pipes) {
+            Ok(()) => {
+                self.drain_kills();
+                return Ok(());
+            }
+            Err((m, Error::Again)) => m,
+            Err((m, e)) => {
+                self.drain_kills();
+                return Err((m, e));
+            }
+        };
+        if flags & DONTWAIT != 0 || self.options.sndtimeo == 0 {
+            return Err((m, Error::Again));
+        }
+        let deadline = deadline_for(self.options.sndtimeo);
+        loop {
+            match self.wait(deadline) {
+                Ok(()) => {}
+                Err(e) => return Err((m, e)),
+            }
+            match self.pattern.send(m, &mut self.pipes) {
+                Ok(()) => {
+                    self.drain_kills();
+                    return Ok(());
+                }
+                Err((back, Error::Again)) => m = back,
+                Err((back, e)) => return Err((back, e)),
+            }
+        }
+    }
+
+    /// Sends one frame built from `data`; SNDMORE and DONTWAIT in `flags`.
+    pub fn send(&mut self, data: impl Into<Msg>, flags: i32) -> Result<()> {
+        self.send_msg(data.into(), flags).map_err(|(_, e)| e)
+    }
+
+    /// Sends a whole multipart message.
+    pub fn send_multipart<I, T>(&mut self, parts: I, flags: i32) -> Result<()>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<Msg>,
+    {
+        let mut it = parts.into_iter().peekable();
+        while let Some(p) = it.next() {
+            let more = if it.peek().is_some() { SNDMORE } else { 0 };
+            self.send(p, flags | more)?;
+        }
+        Ok(())
+    }
+
+    /// Waits for commands until `deadline`, then processes them.
+    fn wait(&mut self, deadline: Option<Instant>) -> Result<()> {
+        loop {
+            self.process_commands()?;
+            if self.shared.mailbox.has_pending() {
+                continue;
+            }
+            return match self.shared.mailbox.wait_until(deadline) {
+                Ok(true) => self.process_commands(),
+                Ok(false) => Err(Error::Again),
+                Err(Error::Intr) => Err(Error::Intr),
+                Err(e) => Err(e),
+            };
+        }
+    }
+
+    /// Receives one frame.
+    pub fn recv_msg(&mut self, flags: i32) -> Result<Msg> {
+        self.check_alive()?;
+        self.process_if_pending()?;
+        match self.pattern.recv(&mut self.pipes) {
+            Ok(m) => return Ok(self.received(m)),
+            Err(Error::Again) => {}
+            Err(e) => return Err(e),
+        }
+        // Nothing was readable: process commands (activations, new pipes) and retry before waiting.
+        self.process_commands()?;
+        match self.pattern.recv(&mut self.pipes) {
+            Ok(m) => return Ok(self.received(m)),
+            Err(Error::Again) => {}
+            Err(e) => return Err(e),
+        }
+        self.reap_finished();
+        if flags & DONTWAIT != 0 || self.options.rcvtimeo == 0 {
+            return Err(Error::Again);
+        }
+        let deadline = deadline_for(self.options.rcvtimeo);
+        loop {
+            self.wait(deadline)?;
+            match self.pattern.recv(&mut self.pipes) {
+                Ok(m) => return Ok(self.received(m)),
+                Err(Error::Again) => self.reap_finished(),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn reap_finished(&mut self) {
+        let ids = self.pipes.ids();
+        for id in ids {
+            self.reap(id);
+        }
+        self.drain_kills();
+    }
+
+    #[inline]
+    fn received(&mut self, m: Msg) -> Msg {
+        self.rcvmore = m.more();
+        m
+    }
+
+    /// Receives one frame as bytes.
+    pub fn recv_bytes(&mut self, flags: i32) -> Result<Vec<u8>> {
+        self.recv_msg(flags).map(|m| m.data().to_vec())
+    }
+
+    /// Receives all frames of one message.
+    pub fn recv_multipart(&mut self, flags: i32) -> Result<Vec<Msg>> {
+        let mut parts = vec![self.recv_msg(flags)?];
+        while self.rcvmore {
+            parts.push(self.recv_msg(0)?);
+        }
+        Ok(parts)
+    }
+
+    /// True when the last frame received has more frames following (`ZMQ_RCVMORE`).
+    pub fn rcvmore(&self) -> bool {
+        self.rcvmore
+    }
+
+    /// `ZMQ_EVENTS`: POLLIN and/or POLLOUT, after processing pending commands.
+    pub fn events(&mut self) -> Result<i16> {
+        self.check_alive()?;
+        self.process_commands()?;
+        let mut ev = 0;
+        if self.pattern.has_in(&mut self.pipes) {
+            ev |= POLLIN;
+        }
+        if self.pattern.has_out(&mut self.pipes) {
+            ev |= POLLOUT;
+        }
+        self.drain_kills();
+        Ok(ev)
+    }
+
+    /// `ZMQ_FD`: readable when the socket's state may have changed (check [`Socket::events`]).
+    pub fn fd(&self) -> RawFd {
+        self.shared.mailbox.fd()
+    }
+
+    // ----- endpoints ------------------------------------------------------------------------
+
+    /// Binds to an endpoint (`tcp://`, `ipc://`, `inproc://`).
+    pub fn bind(&mut self, addr: &str) -> Result<()> {
+        self.check_alive()?;
+        self.process_commands()?;
+        let ep = match Endpoint::parse(addr) {
+            Ok(ep) => ep,
+            Err(e) => return Err(e),
+        };
+        match ep {
+            Endpoint::Inproc(name) => {
+                let inner = self.ctx.inner().clone();
+                inner.inproc_bind(self, &name)?;
+                self.last_endpoint = addr.to_string();
+                self.endpoints.push(EndpointRec {
+                    given: addr.to_string(),
+                    resolved: addr.to_string(),
+                    bind: true,
+                    handle: EndpointHandle::InprocBind,
+                });
+                Ok(())
+            }
+            ep => {
+                let setup = self.conn_setup();
+                let (handle, resolved) = match transport::bind(self.ctx.inner(), &ep, setup) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        self.monitor.event(monitor::EVENT_BIND_FAILED, e.errno() as u32, addr);
+                        return Err(e);
+                    }
+                };
+                self.last_endpoint = resolved.clone();
+                self.endpoints.push(EndpointRec {
+                    given: addr.to_string(),
+                    resolved,
+                    bind: true,
+                    handle: EndpointHandle::Io(handle),
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// Connects to an endpoint; the connection is made (and remade) in the background.
+    pub fn connect(&mut self, addr: &str) -> Result<()> {
+        self.check_alive()?;
+        self.process_commands()?;
+        let ep = Endpoint::parse(addr)?;
+        let connect_rid = self.options.take_connect_routing_id();
+        if let Some(rid) = &connect_rid {
+            if self.ty == SocketType::Router || self.ty == SocketType::Stream {
+                let used = self.pipes.ids().into_iter().any(|id| self.pipes.get(id).is_some_and(|e| &e.routing_id == rid));
+                if used {
+                    return Err(Error::Inval);
+                }
+            }
+        }
+        match ep {
+            Endpoint::Inproc(name) => {
+                let inner = self.ctx.inner().clone();
+                inner.inproc_connect(self, &name, addr, connect_rid)?;
+                self.last_endpoint = addr.to_string();
+                self.endpoints.push(EndpointRec {
+                    given: addr.to_string(),
+                    resolved: addr.to_string(),
+                    bind: false,
+                    handle: EndpointHandle::InprocConnect,
+                });
+                Ok(())
+            }
+            ep => {
+                // Without IMMEDIATE the pipe exists from now on, so messages queue before the
+                // connection is up and survive reconnects (libzmq's behaviour).
+                let pipe = if !self.options.immediate && self.ty != SocketType::Stream {
+                    let (entry, peer_side) = self.new_pipe_pair();
+                    let id = self.shared.reserve_pipe_id();
+                    let mut entry = entry;
+                    entry.endpoint = Some(addr.to_string());
+                    entry.connect_routing_id = connect_rid.clone();
+                    if let Some(rid) = &connect_rid {
+                        entry.routing_id = rid.clone();
+                    }
+                    self.attach_pipe(id, entry);
+                    Some(peer_side)
+                } else {
+                    None
+                };
+                let mut setup = self.conn_setup();
+                setup.connect_routing_id = connect_rid;
+                let handle = transport::connect(self.ctx.inner(), &ep, addr, setup, pipe)?;
+                self.last_endpoint = addr.to_string();
+                self.endpoints.push(EndpointRec {
+                    given: addr.to_string(),
+                    resolved: addr.to_string(),
+                    bind: false,
+                    handle: EndpointHandle::Io(handle),
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// Creates both ends of a peer pipe: the socket's entry and the connection's ends.
+    pub(crate) fn new_pipe_pair(&self) -> (PipeEntry, transport::PeerPipe) {
+        let (out_hwm, in_hwm) = (self.options.sndhwm.max(0) as u64, self.options.rcvhwm.max(0) as u64);
+        let conflate = self.options.effective_conflate();
+        let (to_peer_w, to_peer_r) = pipe::pipe_with(out_hwm, conflate);
+        let (from_peer_w, from_peer_r) = pipe::pipe_with(in_hwm, conflate);
+        let entry = PipeEntry::new(from_peer_r, to_peer_w);
+        (entry, transport::PeerPipe { to_socket: from_peer_w, from_socket: to_peer_r })
+    }
+
+    /// Everything a connection needs to know about this socket, snapshotted now.
+    fn conn_setup(&self) -> transport::ConnSetup {
+        transport::ConnSetup {
+            socket: self.shared.clone(),
+            socket_type: self.ty,
+            options: Arc::new(self.options.clone()),
+            monitor: self.monitor.clone(),
+            connect_routing_id: None,
+        }
+    }
+
+    fn find_endpoint(&self, addr: &str, bind: bool) -> Option<usize> {
+        self.endpoints.iter().position(|e| e.bind == bind && (e.given == addr || e.resolved == addr))
+    }
+
+    /// Stops listening on a bound endpoint and closes its connections.
+    pub fn unbind(&mut self, addr: &str) -> Result<()> {
+        self.check_alive()?;
+        self.process_commands()?;
+        let Some(i) = self.find_endpoint(addr, true) else { return Err(Error::NoEnt) };
+        let rec = self.endpoints.remove(i);
+        self.undo_endpoint(rec);
+        Ok(())
+    }
+
+    /// Closes a connection made with [`Socket::connect`].
+    pub fn disconnect(&mut self, addr: &str) -> Result<()> {
+        self.check_alive()?;
+        self.process_commands()?;
+        let Some(i) = self.find_endpoint(addr, false) else { return Err(Error::NoEnt) };
+        let rec = self.endpoints.remove(i);
+        self.undo_endpoint(rec);
+        Ok(())
+    }
+
+    fn undo_endpoint(&mut self, rec: EndpointRec) {
+        match rec.handle {
+            EndpointHandle::Io(h) => h.close(),
+            EndpointHandle::InprocBind => self.ctx.inner().inproc_unbind(&rec.given, self.shared.id),
+            EndpointHandle::InprocConnect => {}
+        }
+        let ids: Vec<PipeId> = self
+            .pipes
+            .ids()
+            .into_iter()
+            .filter(|id| {
+                self.pipes.get(*id).and_then(|e| e.endpoint.as_deref()).is_some_and(|ep| ep == rec.given || ep == rec.resolved)
+            })
+            .collect();
+        for id in ids {
+            self.terminate_pipe(id);
+        }
+    }
+
+    // ----- options --------------------------------------------------------------------------
+
+    /// Sets an option from its raw C representation (`zmq_setsockopt`).
+    pub fn set_option_raw(&mut self, opt: i32, value: &[u8]) -> Result<()> {
+        if self.closed {
+            return Err(Error::NotSock);
+        }
+        if self.ctx.inner().is_terminating() && opt != crate::options::LINGER {
+            return Err(Error::Term);
+        }
+        self.options.set(opt, value)?;
+        self.pattern.set_option(opt, value, &mut self.pipes)?;
+        self.drain_kills();
+        Ok(())
+    }
+
+    /// Sets an integer option.
+    pub fn set_option_i32(&mut self, opt: i32, value: i32) -> Result<()> {
+        self.set_option_raw(opt, &value.to_ne_bytes())
+    }
+
+    /// Reads an option (`zmq_getsockopt`), including the ones computed from the socket's state.
+    pub fn get_option(&mut self, opt: i32) -> Result<OptValue> {
+        use crate::options as o;
+        if self.closed {
+            return Err(Error::NotSock);
+        }
+        match opt {
+            o::RCVMORE => Ok(OptValue::Int(i32::from(self.rcvmore))),
+            o::FD => Ok(OptValue::Int(self.fd())),
+            o::EVENTS => {
+                if self.ctx.inner().is_terminating() {
+                    return Err(Error::Term);
+                }
+                Ok(OptValue::Int(i32::from(self.events()?)))
+            }
+            o::TYPE => Ok(OptValue::Int(self.ty as i32)),
+            o::LAST_ENDPOINT => Ok(OptValue::Str(self.last_endpoint.clone().into_bytes())),
+            o::THREAD_SAFE => Ok(OptValue::Int(0)),
+            _ => self.options.get(opt),
+        }
+    }
+
+    /// Subscribes to a topic prefix (SUB/XSUB).
+    pub fn subscribe(&mut self, topic: &[u8]) -> Result<()> {
+        self.set_option_raw(crate::options::SUBSCRIBE, topic)
+    }
+
+    /// Removes a subscription (SUB/XSUB).
+    pub fn unsubscribe(&mut self, topic: &[u8]) -> Result<()> {
+        self.set_option_raw(crate::options::UNSUBSCRIBE, topic)
+    }
+
+    /// The endpoint last bound or connected, resolved (`ZMQ_LAST_ENDPOINT`).
+    pub fn last_endpoint(&self) -> &str {
+        &self.last_endpoint
+    }
+
+    // ----- monitoring -----------------------------------------------------------------------
+
+    /// Publishes this socket's events on a new inproc PAIR bound at `addr` (`zmq_socket_monitor`);
+    /// `None` stops monitoring.
+    pub fn monitor(&mut self, addr: Option<&str>, events: u16) -> Result<()> {
+        self.check_alive()?;
+        let Some(addr) = addr else {
+            self.monitor.stop();
+            return Ok(());
+        };
+        if !addr.starts_with("inproc://") {
+            return Err(Error::ProtoNoSupport);
+        }
+        let mut pair = self.ctx.socket(SocketType::Pair)?;
+        pair.set_option_i32(crate::options::LINGER, 0)?;
+        pair.bind(addr)?;
+        self.monitor.start(events, Box::new(MonitorSocket(pair)));
+        Ok(())
+    }
+
+    /// The monitor hook (for the transports).
+    pub(crate) fn monitor_hook(&self) -> &Monitor {
+        &self.monitor
+    }
+
+    // ----- closing ----------------------------------------------------------------------------
+
+    /// Closes the socket. Queued outgoing messages are still delivered for up to LINGER.
+    pub fn close(mut self) {
+        self.close_inner();
+    }
+
+    fn close_inner(&mut self) {
+        if self.closed {
+            return;
+        }
+        let _ = self.process_commands_ignoring_term();
+        let linger = self.options.linger;
+        let deadline = if linger < 0 { None } else { Some(Instant::now() + Duration::from_millis(linger as u64)) };
+        for rec in std::mem::take(&mut self.endpoints) {
+            match rec.handle {
+                EndpointHandle::Io(h) if rec.bind => h.close(),
+                EndpointHandle::Io(h) => h.socket_closed(),
+                EndpointHandle::InprocBind => self.ctx.inner().inproc_unbind(&rec.given, self.shared.id),
+                EndpointHandle::InprocConnect => {}
+            }
+        }
+        for id in self.pipes.ids() {
+            if let Some(e) = self.pipes.remove(id) {
+                let PipeEntry { reader, writer, .. } = e;
+                drop(reader);
+                if linger == 0 {
+                    writer.close_with_linger(Some(Instant::now()));
+                } else {
+                    writer.close_with_linger(deadline);
+                }
+            }
+        }
+        self.monitor.event(monitor::EVENT_CLOSED, 0, "");
+        self.monitor.stop();
+        self.closed = true;
+        self.ctx.inner().socket_closed(self.shared.id);
+    }
+
+    fn process_commands_ignoring_term(&mut self) -> Result<()> {
+        self.shared.mailbox.begin_drain();
+        while let Some(cmd) = self.shared.mailbox.try_recv() {
+            self.handle(cmd);
+        }
+        Ok(())
+    }
+
+    /// Metadata of a peer pipe (for tests and diagnostics).
+    pub fn peer_metadata(&self) -> Vec<Arc<Metadata>> {
+        self.pipes.ids().into_iter().filter_map(|id| self.pipes.get(id).and_then(|e| e.peer.clone())).collect()
+    }
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        self.close_inner();
+    }
+}
+
+/// Delivers monitor events into the monitor's PAIR socket without blocking.
+struct MonitorSocket(Socket);
+
+impl EventSink for MonitorSocket {
+    fn deliver(&mut self, frame: Msg) -> bool {
+        let more = frame.more();
+        self.0.send_msg(frame, DONTWAIT | if more { SNDMORE } else { 0 }).is_ok()
+    }
+}
+
+// Keep CtxInner referenced for docs.
+#[allow(dead_code)]
+fn _assert_send(s: Socket) -> impl Send {
+    let _: Option<&CtxInner> = None;
+    s
+}

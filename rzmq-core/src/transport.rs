@@ -1,0 +1,1000 @@
+//! Transports and I/O threads: listeners and sessions for tcp and ipc, driven by a mio reactor.
+//!
+//! Each I/O thread runs one [`Reactor`]: a mio poll over its listeners and connections, a command
+//! mailbox (new listener or session, close, a pipe needs attention) and a timer heap. A
+//! [`Session`] is one connection's lifetime as the socket sees it: for a connect it survives
+//! reconnects and keeps the socket's pipe (so messages queue while the peer is away); for an
+//! accepted connection it ends with the connection. Its [`Engine`] speaks the wire protocol.
+//!
+//! The seam other transports plug into is the engine's [`Stream`] plus `Session`'s lifecycle; a
+//! session does not care which transport produced its stream.
+
+use std::collections::{BinaryHeap, HashMap};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mio::{Events, Interest, Poll, Token};
+
+use crate::context::CtxInner;
+use crate::endpoint::Endpoint;
+use crate::engine::{Closed, Engine, Progress, Proto, Stream};
+use crate::error::{Error, Result};
+use crate::monitor::{self, Monitor};
+use crate::msg::{Metadata, Msg};
+use crate::options::Options;
+use crate::pattern::PipeEntry;
+use crate::pipe::{self, Notify, Reader, Target, WriteError, Writer};
+use crate::socket::{Attach, Cmd, SocketShared, SocketType};
+use crate::zmtp;
+
+/// The connection's ends of a socket pipe.
+pub(crate) struct PeerPipe {
+    /// Messages to the socket.
+    pub to_socket: Writer,
+    /// Messages from the socket.
+    pub from_socket: Reader,
+}
+
+/// What a listener or session needs to know about its socket.
+#[derive(Clone)]
+pub(crate) struct ConnSetup {
+    pub socket: Arc<SocketShared>,
+    pub socket_type: SocketType,
+    pub options: Arc<Options>,
+    pub monitor: Monitor,
+    pub connect_routing_id: Option<Vec<u8>>,
+}
+
+enum IoCmd {
+    AddListener(Box<Listener>, u64),
+    AddSession(Box<Session>, u64),
+    Close(u64),
+    SocketClosed(u64),
+    Pipe(u64),
+    Shutdown,
+}
+
+struct IoShared {
+    mailbox: crate::signal::Mailbox<IoCmd>,
+    next_token: std::sync::atomic::AtomicU64,
+}
+
+impl Notify for IoShared {
+    fn activate_read(&self, token: u64) {
+        self.mailbox.send(IoCmd::Pipe(token));
+    }
+    fn activate_write(&self, token: u64) {
+        self.mailbox.send(IoCmd::Pipe(token));
+    }
+    fn pipe_closed(&self, token: u64) {
+        self.mailbox.send(IoCmd::Pipe(token));
+    }
+}
+
+/// An I/O thread of a context.
+pub(crate) struct IoThread {
+    shared: Arc<IoShared>,
+    join: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl IoThread {
+    pub fn start(index: usize, prefix: &str) -> Result<IoThread> {
+        let shared = Arc::new(IoShared {
+            mailbox: crate::signal::Mailbox::new()?,
+            next_token: std::sync::atomic::AtomicU64::new(1),
+        });
+        let poll = Poll::new().map_err(Error::from)?;
+        let s2 = shared.clone();
+        let name = if prefix.is_empty() { format!("rzmq-io/{index}") } else { format!("{prefix}/rzmq-io/{index}") };
+        let join = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || Reactor::new(s2, poll).run())
+            .map_err(Error::from)?;
+        Ok(IoThread { shared, join: Mutex::new(Some(join)) })
+    }
+
+    fn token(&self) -> u64 {
+        self.shared.next_token.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn shutdown(&self) {
+        self.shared.mailbox.send(IoCmd::Shutdown);
+    }
+
+    pub fn join(&self) {
+        if let Some(j) = self.join.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = j.join();
+        }
+    }
+
+    fn handle(&self, token: u64) -> IoHandle {
+        IoHandle { shared: self.shared.clone(), token }
+    }
+}
+
+/// A socket's handle on its listener or connecting session.
+pub(crate) struct IoHandle {
+    shared: Arc<IoShared>,
+    token: u64,
+}
+
+impl IoHandle {
+    /// Closes the listener or session now.
+    pub fn close(self) {
+        self.shared.mailbox.send(IoCmd::Close(self.token));
+    }
+    /// The socket closed: the session delivers what is queued (LINGER) and then ends.
+    pub fn socket_closed(self) {
+        self.shared.mailbox.send(IoCmd::SocketClosed(self.token));
+    }
+}
+
+// ----- bind and connect (called on the socket's thread) -------------------------------------
+
+fn apply_tcp_options(sock: &socket2::Socket, o: &Options) {
+    let _ = sock.set_nodelay(true);
+    if o.sndbuf >= 0 {
+        let _ = sock.set_send_buffer_size(o.sndbuf as usize);
+    }
+    if o.rcvbuf >= 0 {
+        let _ = sock.set_recv_buffer_size(o.rcvbuf as usize);
+    }
+    if o.tcp_keepalive == 1 {
+        let mut ka = socket2::TcpKeepalive::new();
+        if o.tcp_keepalive_idle > 0 {
+            ka = ka.with_time(Duration::from_secs(o.tcp_keepalive_idle as u64));
+        }
+        if o.tcp_keepalive_intvl > 0 {
+            ka = ka.with_interval(Duration::from_secs(o.tcp_keepalive_intvl as u64));
+        }
+        if o.tcp_keepalive_cnt > 0 {
+            ka = ka.with_retries(o.tcp_keepalive_cnt as u32);
+        }
+        let _ = sock.set_tcp_keepalive(&ka);
+    } else if o.tcp_keepalive == 0 {
+        let _ = sock.set_keepalive(false);
+    }
+    if o.tos != 0 {
+        let _ = sock.set_tos(o.tos as u32);
+    }
+    if o.tcp_maxrt > 0 {
+        let _ = sock.set_tcp_user_timeout(Some(Duration::from_millis(o.tcp_maxrt as u64)));
+    }
+    if !o.bindtodevice.is_empty() {
+        let _ = sock.bind_device(Some(&o.bindtodevice));
+    }
+}
+
+/// Binds a tcp or ipc endpoint and hands the listener to an I/O thread.
+pub(crate) fn bind(ctx: &CtxInner, ep: &Endpoint, setup: ConnSetup) -> Result<(IoHandle, String)> {
+    let io = ctx.io_thread()?;
+    let o = setup.options.clone();
+    let (kind, resolved, fd) = match ep {
+        Endpoint::Tcp(tcp) => {
+            let addr = tcp.resolve_bind(o.ipv6)?;
+            let domain = socket2::Domain::for_address(addr);
+            let s = socket2::Socket::new(domain, socket2::Type::STREAM.cloexec(), None)?;
+            s.set_reuse_address(true)?;
+            if addr.is_ipv6() {
+                let _ = s.set_only_v6(false);
+            }
+            apply_tcp_options(&s, &o);
+            s.bind(&addr.into())?;
+            s.listen(o.backlog.max(1))?;
+            s.set_nonblocking(true)?;
+            let std: std::net::TcpListener = s.into();
+            let local = std.local_addr()?;
+            let fd = std.as_raw_fd();
+            let resolved = crate::endpoint::tcp_last_endpoint(&local);
+            (ListenerKind::Tcp(mio::net::TcpListener::from_std(std)), resolved, fd)
+        }
+        Endpoint::Ipc(ipc) => {
+            let b = ipc.resolve_bind(o.use_fd)?;
+            let addr = b.endpoint.to_unix_addr()?;
+            if let Some(p) = addr.as_pathname() {
+                let _ = std::fs::remove_file(p);
+            }
+            let std = std::os::unix::net::UnixListener::bind_addr(&addr).map_err(Error::from)?;
+            std.set_nonblocking(true)?;
+            let fd = std.as_raw_fd();
+            let cleanup = IpcCleanup { file: addr.as_pathname().map(|p| p.to_path_buf()), dir: b.tmp_dir };
+            (ListenerKind::Unix(mio::net::UnixListener::from_std(std), cleanup), b.endpoint.last_endpoint(), fd)
+        }
+        Endpoint::Inproc(_) => return Err(Error::Inval),
+    };
+    setup.monitor.event(monitor::EVENT_LISTENING, fd as u32, &resolved);
+    let token = io.token();
+    let listener = Listener { kind, endpoint: resolved.clone(), setup, sessions: Vec::new() };
+    io.shared.mailbox.send(IoCmd::AddListener(Box::new(listener), token));
+    Ok((io.handle(token), resolved))
+}
+
+/// Starts a connecting session on an I/O thread.
+pub(crate) fn connect(
+    ctx: &CtxInner,
+    ep: &Endpoint,
+    addr: &str,
+    setup: ConnSetup,
+    pipe: Option<PeerPipe>,
+) -> Result<IoHandle> {
+    // Validate the address now (EINVAL for a malformed one), resolve names at each attempt.
+    match ep {
+        Endpoint::Tcp(t) => t.check_connect_syntax()?,
+        Endpoint::Ipc(i) => i.validate()?,
+        Endpoint::Inproc(_) => return Err(Error::Inval),
+    }
+    let io = ctx.io_thread()?;
+    let token = io.token();
+    let reconnect_ivl = setup.options.reconnect_ivl;
+    let session = Session {
+        setup,
+        endpoint: addr.to_string(),
+        connect: Some(ConnectInfo {
+            ep: ep.clone(),
+            ivl: Duration::from_millis(reconnect_ivl.max(0) as u64),
+            retry_at: None,
+            pending: None,
+        }),
+        pipe,
+        engine: None,
+        socket_closed: false,
+        registered: false,
+        handshaken: false,
+        listener: None,
+        drop_partial: false,
+    };
+    io.shared.mailbox.send(IoCmd::AddSession(Box::new(session), token));
+    Ok(io.handle(token))
+}
+
+// ----- the reactor ----------------------------------------------------------------------------
+
+const MAILBOX: Token = Token(usize::MAX);
+
+enum ListenerKind {
+    Tcp(mio::net::TcpListener),
+    Unix(mio::net::UnixListener, IpcCleanup),
+}
+
+/// What an ipc listener removes when it closes: its socket file and a wildcard's temp dir.
+struct IpcCleanup {
+    file: Option<std::path::PathBuf>,
+    dir: Option<std::path::PathBuf>,
+}
+
+struct Listener {
+    kind: ListenerKind,
+    endpoint: String,
+    setup: ConnSetup,
+    sessions: Vec<u64>,
+}
+
+struct ConnectInfo {
+    ep: Endpoint,
+    ivl: Duration,
+    retry_at: Option<Instant>,
+    /// A TCP connect in progress.
+    pending: Option<mio::net::TcpStream>,
+}
+
+struct Session {
+    setup: ConnSetup,
+    endpoint: String,
+    connect: Option<ConnectInfo>,
+    pipe: Option<PeerPipe>,
+    engine: Option<Engine>,
+    socket_closed: bool,
+    registered: bool,
+    handshaken: bool,
+    listener: Option<u64>,
+    /// Skip the rest of a multipart message that a broken connection cut (reconnect).
+    drop_partial: bool,
+}
+
+enum Object {
+    Listener(Box<Listener>),
+    Session(Box<Session>),
+}
+
+struct Reactor {
+    shared: Arc<IoShared>,
+    poll: Poll,
+    objects: HashMap<u64, Object>,
+    timers: BinaryHeap<std::cmp::Reverse<(Instant, u64)>>,
+    shutting_down: bool,
+}
+
+enum Fate {
+    Keep,
+    Remove,
+}
+
+impl Reactor {
+    fn new(shared: Arc<IoShared>, poll: Poll) -> Reactor {
+        Reactor { shared, poll, objects: HashMap::new(), timers: BinaryHeap::new(), shutting_down: false }
+    }
+
+    fn run(mut self) {
+        let fd = self.shared.mailbox.fd();
+        if self.poll.registry().register(&mut mio::unix::SourceFd(&fd), MAILBOX, Interest::READABLE).is_err() {
+            return;
+        }
+        let mut events = Events::with_capacity(256);
+        loop {
+            // Commands first, so a wake-up is consumed before we sleep again.
+            self.shared.mailbox.begin_drain();
+            while let Some(cmd) = self.shared.mailbox.try_recv() {
+                self.command(cmd);
+            }
+            if self.shutting_down && self.objects.is_empty() {
+                return;
+            }
+            let now = Instant::now();
+            self.run_timers(now);
+            let mut timeout = self.timers.peek().map(|std::cmp::Reverse((t, _))| t.saturating_duration_since(now));
+            let pending_reads: Vec<u64> = self
+                .objects
+                .iter()
+                .filter_map(|(t, o)| match o {
+                    Object::Session(s) if s.engine.as_ref().is_some_and(|e| e.read_pending) => Some(*t),
+                    _ => None,
+                })
+                .collect();
+            if !pending_reads.is_empty() {
+                timeout = Some(Duration::ZERO);
+            }
+            if self.shared.mailbox.has_pending() {
+                timeout = Some(Duration::ZERO);
+            }
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return;
+                }
+            }
+            for ev in events.iter() {
+                if ev.token() == MAILBOX {
+                    continue;
+                }
+                let token = ev.token().0 as u64;
+                self.ready(token, ev.is_readable() || ev.is_read_closed() || ev.is_error(), ev.is_writable());
+            }
+            for t in pending_reads {
+                self.ready(t, true, false);
+            }
+        }
+    }
+
+    fn schedule(&mut self, at: Instant, token: u64) {
+        self.timers.push(std::cmp::Reverse((at, token)));
+    }
+
+    fn run_timers(&mut self, now: Instant) {
+        while let Some(std::cmp::Reverse((t, token))) = self.timers.peek().copied() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            self.with_session(token, |s, r, tok| s.on_timer(r, tok, now));
+        }
+    }
+
+    fn command(&mut self, cmd: IoCmd) {
+        match cmd {
+            IoCmd::AddListener(mut l, token) => {
+                let src: &mut dyn mio::event::Source = match &mut l.kind {
+                    ListenerKind::Tcp(t) => t,
+                    ListenerKind::Unix(u, _) => u,
+                };
+                if self.poll.registry().register(src, Token(token as usize), Interest::READABLE).is_ok() {
+                    self.objects.insert(token, Object::Listener(l));
+                }
+            }
+            IoCmd::AddSession(s, token) => {
+                self.objects.insert(token, Object::Session(s));
+                self.with_session(token, |s, r, tok| s.start(r, tok));
+            }
+            IoCmd::Close(token) => self.close_object(token),
+            IoCmd::SocketClosed(token) => {
+                self.with_session(token, |s, r, tok| {
+                    s.socket_closed = true;
+                    s.check_linger(r, tok)
+                });
+            }
+            IoCmd::Pipe(token) => {
+                self.with_session(token, |s, r, tok| s.on_pipe(r, tok));
+            }
+            IoCmd::Shutdown => {
+                self.shutting_down = true;
+                let tokens: Vec<u64> = self.objects.keys().copied().collect();
+                for t in tokens {
+                    match self.objects.get(&t) {
+                        Some(Object::Listener(_)) => self.close_object(t),
+                        Some(Object::Session(_)) => {
+                            self.with_session(t, |s, r, tok| {
+                                s.socket_closed = true;
+                                s.check_linger(r, tok)
+                            });
+                        }
+                        None => {}
+                    }
+                }
+            }
+        }
+    }
+
+    fn close_object(&mut self, token: u64) {
+        match self.objects.remove(&token) {
+            Some(Object::Listener(mut l)) => {
+                let fd = match &mut l.kind {
+                    ListenerKind::Tcp(t) => {
+                        let _ = self.poll.registry().deregister(t);
+                        t.as_raw_fd()
+                    }
+                    ListenerKind::Unix(u, cleanup) => {
+                        let _ = self.poll.registry().deregister(u);
+                        if let Some(p) = &cleanup.file {
+                            let _ = std::fs::remove_file(p);
+                        }
+                        if let Some(d) = &cleanup.dir {
+                            let _ = std::fs::remove_dir(d);
+                        }
+                        u.as_raw_fd()
+                    }
+                };
+                l.setup.monitor.event(monitor::EVENT_CLOSED, fd as u32, &l.endpoint);
+                for s in std::mem::take(&mut l.sessions) {
+                    self.close_object(s);
+                }
+            }
+            Some(Object::Session(mut s)) => {
+                s.teardown(self, false);
+            }
+            None => {}
+        }
+    }
+
+    fn with_session(&mut self, token: u64, f: impl FnOnce(&mut Session, &mut Reactor, u64) -> Fate) {
+        let Some(Object::Session(mut s)) = self.objects.remove(&token) else {
+            return;
+        };
+        match f(&mut s, self, token) {
+            Fate::Keep => {
+                self.objects.insert(token, Object::Session(s));
+            }
+            Fate::Remove => {
+                s.teardown(self, true);
+            }
+        }
+    }
+
+    fn ready(&mut self, token: u64, readable: bool, writable: bool) {
+        match self.objects.get(&token) {
+            Some(Object::Listener(_)) => self.accept(token),
+            Some(Object::Session(_)) => self.with_session(token, |s, r, tok| s.on_ready(r, tok, readable, writable)),
+            None => {}
+        }
+    }
+
+    fn accept(&mut self, token: u64) {
+        loop {
+            let Some(Object::Listener(l)) = self.objects.get_mut(&token) else { return };
+            let res: io::Result<(Stream, String)> = match &mut l.kind {
+                ListenerKind::Tcp(t) => t.accept().map(|(s, a)| (Stream::Tcp(s), a.ip().to_string())),
+                ListenerKind::Unix(u, _) => u.accept().map(|(s, _)| (Stream::Unix(s), String::new())),
+            };
+            match res {
+                Ok((stream, peer_ip)) => {
+                    let setup = l.setup.clone();
+                    let endpoint = l.endpoint.clone();
+                    if let Stream::Tcp(t) = &stream {
+                        let s2 = socket2::SockRef::from(t);
+                        apply_tcp_options_ref(&s2, &setup.options);
+                    }
+                    let fd = stream.as_raw_fd();
+                    setup.monitor.event(monitor::EVENT_ACCEPTED, fd as u32, &endpoint);
+                    let stoken = self.shared.next_token.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    l.sessions.push(stoken);
+                    let proto = make_proto(&setup, (!peer_ip.is_empty()).then(|| peer_ip.clone()));
+                    let session = Session {
+                        setup,
+                        endpoint,
+                        connect: None,
+                        pipe: None,
+                        engine: Some(Engine::new(stream, proto)),
+                        socket_closed: false,
+                        registered: false,
+                        handshaken: false,
+                        listener: Some(token),
+                        drop_partial: false,
+                    };
+                    let _ = peer_ip;
+                    self.objects.insert(stoken, Object::Session(Box::new(session)));
+                    self.with_session(stoken, |s, r, tok| s.start(r, tok));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                    l.setup.monitor.event(monitor::EVENT_ACCEPT_FAILED, errno as u32, &l.endpoint);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn apply_tcp_options_ref(s: &socket2::SockRef<'_>, o: &Options) {
+    let _ = s.set_nodelay(true);
+    if o.sndbuf >= 0 {
+        let _ = s.set_send_buffer_size(o.sndbuf as usize);
+    }
+    if o.rcvbuf >= 0 {
+        let _ = s.set_recv_buffer_size(o.rcvbuf as usize);
+    }
+    if o.tcp_keepalive == 1 {
+        let _ = s.set_keepalive(true);
+    }
+    if o.tos != 0 {
+        let _ = s.set_tos(o.tos as u32);
+    }
+}
+
+fn make_proto(setup: &ConnSetup, peer_address: Option<String>) -> Proto {
+    if setup.socket_type == SocketType::Stream {
+        return Proto::new_raw();
+    }
+    let o = &setup.options;
+    let ms = |v: i32| if v > 0 { Some(Duration::from_millis(v as u64)) } else { None };
+    let cfg = zmtp::Config {
+        socket_type: zmtp::SocketType::from_i32(setup.socket_type as i32).unwrap_or(zmtp::SocketType::Pair),
+        routing_id: o.routing_id.clone(),
+        mechanism: zmtp::Mechanism::Null,
+        as_server: false,
+        maxmsgsize: o.maxmsgsize,
+        metadata: o
+            .metadata
+            .iter()
+            .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.clone()))
+            .collect(),
+        heartbeat_ivl: ms(o.heartbeat_ivl),
+        heartbeat_ttl: if o.heartbeat_ttl > 0 { Some(Duration::from_millis(u64::from(o.heartbeat_ttl) * 100)) } else { None },
+        heartbeat_timeout: ms(o.effective_heartbeat_timeout()),
+        handshake_ivl: ms(o.handshake_ivl),
+        peer_address,
+    };
+    Proto::new_zmtp(cfg, Instant::now())
+}
+
+impl Session {
+    fn target(&self, r: &Reactor, token: u64) -> Target {
+        Target { notify: r.shared.clone() as Arc<dyn Notify>, token }
+    }
+
+    /// First run on the I/O thread: register the stream or start connecting.
+    fn start(&mut self, r: &mut Reactor, token: u64) -> Fate {
+        if let Some(p) = &self.pipe {
+            let t = self.target(r, token);
+            p.to_socket.set_target(t.clone());
+            p.from_socket.set_target(t);
+        }
+        if self.engine.is_some() {
+            return self.register_engine(r, token);
+        }
+        self.try_connect(r, token)
+    }
+
+    fn register_engine(&mut self, r: &mut Reactor, token: u64) -> Fate {
+        let Some(e) = self.engine.as_mut() else { return Fate::Keep };
+        if r.poll.registry().register(e.stream.source(), Token(token as usize), Interest::READABLE | Interest::WRITABLE).is_err() {
+            return self.broken(r, token, Closed::Local);
+        }
+        self.registered = true;
+        if let Some(at) = e.proto.poll_timeout() {
+            r.schedule(at, token);
+        }
+        // Send the greeting (and, for raw sockets, announce the connection).
+        self.on_ready(r, token, true, true)
+    }
+
+    fn try_connect(&mut self, r: &mut Reactor, token: u64) -> Fate {
+        let Some(ci) = self.connect.as_mut() else { return Fate::Remove };
+        ci.retry_at = None;
+        let o = self.setup.options.clone();
+        match &ci.ep {
+            Endpoint::Tcp(tcp) => {
+                let (src, dst) = match tcp.resolve_connect(o.ipv6) {
+                    Ok(v) => v,
+                    Err(_) => return self.retry_later(r, token),
+                };
+                match tcp_connect(src, dst, &o) {
+                    Ok(mut s) => {
+                        let fd = s.as_raw_fd();
+                        if r.poll.registry().register(&mut s, Token(token as usize), Interest::WRITABLE | Interest::READABLE).is_err() {
+                            return self.retry_later(r, token);
+                        }
+                        self.setup.monitor.event(monitor::EVENT_CONNECT_DELAYED, libc::EINPROGRESS as u32, &self.endpoint);
+                        let _ = fd;
+                        ci.pending = Some(s);
+                        if o.connect_timeout > 0 {
+                            r.schedule(Instant::now() + Duration::from_millis(o.connect_timeout as u64), token);
+                        }
+                        Fate::Keep
+                    }
+                    Err(_) => self.retry_later(r, token),
+                }
+            }
+            Endpoint::Ipc(ipc) => {
+                let addr = match ipc.to_unix_addr() {
+                    Ok(a) => a,
+                    Err(_) => return self.retry_later(r, token),
+                };
+                match std::os::unix::net::UnixStream::connect_addr(&addr) {
+                    Ok(s) => {
+                        if s.set_nonblocking(true).is_err() {
+                            return self.retry_later(r, token);
+                        }
+                        let stream = Stream::Unix(mio::net::UnixStream::from_std(s));
+                        self.connected(r, token, stream)
+                    }
+                    Err(_) => self.retry_later(r, token),
+                }
+            }
+            Endpoint::Inproc(_) => Fate::Remove,
+        }
+    }
+
+    fn connected(&mut self, r: &mut Reactor, token: u64, stream: Stream) -> Fate {
+        self.setup.monitor.event(monitor::EVENT_CONNECTED, stream.as_raw_fd() as u32, &self.endpoint);
+        let peer_ip = match &stream {
+            Stream::Tcp(t) => t.peer_addr().ok().map(|a| a.ip().to_string()),
+            Stream::Unix(_) => None,
+        };
+        let proto = make_proto(&self.setup, peer_ip);
+        self.engine = Some(Engine::new(stream, proto));
+        self.handshaken = false;
+        if let Some(ci) = self.connect.as_mut() {
+            // A successful connection resets the back-off.
+            ci.ivl = Duration::from_millis(self.setup.options.reconnect_ivl.max(0) as u64);
+        }
+        self.register_engine(r, token)
+    }
+
+    fn retry_later(&mut self, r: &mut Reactor, token: u64) -> Fate {
+        if self.socket_closed && self.pipe.as_ref().is_none_or(|p| !p.from_socket.has_msg()) {
+            return Fate::Remove;
+        }
+        let o = &self.setup.options;
+        let Some(ci) = self.connect.as_mut() else { return Fate::Remove };
+        if o.reconnect_ivl < 0 {
+            return Fate::Keep;
+        }
+        let ivl = ci.ivl;
+        let mut next = ivl * 2;
+        if o.reconnect_ivl_max > 0 {
+            next = next.min(Duration::from_millis(o.reconnect_ivl_max as u64)).max(Duration::from_millis(o.reconnect_ivl as u64));
+        } else {
+            next = ivl;
+        }
+        ci.ivl = next;
+        let at = Instant::now() + ivl;
+        ci.retry_at = Some(at);
+        self.setup.monitor.event(monitor::EVENT_CONNECT_RETRIED, ivl.as_millis() as u32, &self.endpoint);
+        r.schedule(at, token);
+        Fate::Keep
+    }
+
+    fn on_timer(&mut self, r: &mut Reactor, token: u64, now: Instant) -> Fate {
+        if let Some(ci) = self.connect.as_mut() {
+            if ci.retry_at.is_some_and(|t| t <= now) && self.engine.is_none() && ci.pending.is_none() {
+                return self.try_connect(r, token);
+            }
+            if ci.pending.is_some() && self.setup.options.connect_timeout > 0 {
+                // Connect timeout: give up on this attempt.
+                if let Some(mut s) = ci.pending.take() {
+                    let _ = r.poll.registry().deregister(&mut s);
+                }
+                return self.retry_later(r, token);
+            }
+        }
+        if let Some(p) = &self.pipe {
+            if let Some(Some(deadline)) = p.from_socket.linger_deadline() {
+                if deadline <= now {
+                    return Fate::Remove;
+                }
+            }
+        }
+        let Some(e) = self.engine.as_mut() else { return Fate::Keep };
+        match e.on_timer(now) {
+            Progress::Open => {}
+            Progress::Closed(c) => return self.broken(r, token, c),
+        }
+        if let Some(at) = e.proto.poll_timeout() {
+            r.schedule(at, token);
+        }
+        // Heartbeats may have queued output.
+        self.on_ready(r, token, false, true)
+    }
+
+    fn on_ready(&mut self, r: &mut Reactor, token: u64, readable: bool, writable: bool) -> Fate {
+        if let Some(ci) = self.connect.as_mut() {
+            if let Some(mut s) = ci.pending.take() {
+                // Connect completion.
+                match s.take_error() {
+                    Ok(None) if s.peer_addr().is_ok() => {
+                        let _ = r.poll.registry().deregister(&mut s);
+                        return self.connected(r, token, Stream::Tcp(s));
+                    }
+                    Ok(None) if !writable => {
+                        ci.pending = Some(s);
+                        return Fate::Keep;
+                    }
+                    _ => {
+                        let _ = r.poll.registry().deregister(&mut s);
+                        self.setup.monitor.event(monitor::EVENT_CLOSED, s.as_raw_fd() as u32, &self.endpoint);
+                        return self.retry_later(r, token);
+                    }
+                }
+            }
+        }
+        if self.engine.is_none() {
+            return Fate::Keep;
+        }
+        if readable {
+            if let Some(f) = self.pump_in(r, token) {
+                return f;
+            }
+        }
+        if writable || self.engine.as_ref().is_some_and(|e| e.proto.is_ready()) {
+            if let Some(f) = self.pump_out(r, token) {
+                return f;
+            }
+        }
+        self.check_linger(r, token)
+    }
+
+    fn on_pipe(&mut self, r: &mut Reactor, token: u64) -> Fate {
+        if self.engine.is_some() {
+            if let Some(f) = self.pump_in(r, token) {
+                return f;
+            }
+            if let Some(f) = self.pump_out(r, token) {
+                return f;
+            }
+        }
+        self.check_linger(r, token)
+    }
+
+    /// Ends the session when the socket is gone and its queued messages are delivered, or when
+    /// the pipe was torn down without linger (disconnect, unbind, peer pipe reaped).
+    fn check_linger(&mut self, r: &mut Reactor, token: u64) -> Fate {
+        let Some(p) = &self.pipe else {
+            return if self.socket_closed { Fate::Remove } else { Fate::Keep };
+        };
+        if !p.from_socket.writer_closed() && !self.socket_closed {
+            return Fate::Keep;
+        }
+        match p.from_socket.linger_deadline() {
+            None if p.from_socket.writer_closed() => Fate::Remove,
+            Some(Some(d)) if d <= Instant::now() => Fate::Remove,
+            linger => {
+                if let Some(Some(d)) = linger {
+                    r.schedule(d, token);
+                }
+                let drained = p.from_socket.is_finished() && self.engine.as_ref().is_none_or(|e| !e.has_output());
+                if drained {
+                    Fate::Remove
+                } else {
+                    Fate::Keep
+                }
+            }
+        }
+    }
+
+    /// Reads from the stream into the socket's pipe.
+    fn pump_in(&mut self, r: &mut Reactor, token: u64) -> Option<Fate> {
+        let now = Instant::now();
+        let mut newly_ready: Option<zmtp::Peer> = None;
+        let progress = {
+            let engine = self.engine.as_mut()?;
+            let pipe = &mut self.pipe;
+            let mut deliver = |ev: zmtp::Event| -> Option<Msg> {
+                match ev {
+                    zmtp::Event::Ready(peer) => {
+                        newly_ready = Some(peer);
+                        None
+                    }
+                    zmtp::Event::Message(m) => match pipe.as_mut() {
+                        Some(p) => match p.to_socket.try_write(m) {
+                            Ok(()) => None,
+                            Err((_, WriteError::Closed)) => None,
+                            Err((m, WriteError::Full)) => Some(m),
+                        },
+                        // Not attached yet (handshake event comes first): keep it.
+                        None => Some(m),
+                    },
+                }
+            };
+            let p = engine.on_readable(now, &mut deliver);
+            if let Some(peer) = newly_ready.take() {
+                // Handshake finished mid-read: attach, then go on delivering.
+                Some((p, Some(peer)))
+            } else {
+                Some((p, None))
+            }
+        };
+        let (p, peer) = progress?;
+        if let Some(peer) = peer {
+            if let Some(f) = self.handshake_done(r, token, peer) {
+                return Some(f);
+            }
+            // Deliver whatever was decoded after READY.
+            return self.pump_in(r, token);
+        }
+        match p {
+            Progress::Open => {
+                if let Some(e) = self.engine.as_ref() {
+                    if let Some(at) = e.proto.poll_timeout() {
+                        r.schedule(at, token);
+                    }
+                }
+                None
+            }
+            Progress::Closed(c) => Some(self.broken(r, token, c)),
+        }
+    }
+
+    fn handshake_done(&mut self, r: &mut Reactor, token: u64, peer: zmtp::Peer) -> Option<Fate> {
+        self.handshaken = true;
+        self.setup.monitor.event(monitor::EVENT_HANDSHAKE_SUCCEEDED, 0, &self.endpoint);
+        let mut md: Metadata = (*peer.metadata).clone();
+        if let Some(Engine { stream: Stream::Tcp(t), .. }) = self.engine.as_ref() {
+            if let Ok(a) = t.peer_addr() {
+                md.insert("Peer-Address", a.ip().to_string().as_bytes());
+            }
+        }
+        let md = Arc::new(md);
+        match &self.pipe {
+            Some(p) => {
+                p.to_socket.set_peer(md);
+            }
+            None => {
+                // Accepted connection, or IMMEDIATE connect: the pipe starts now.
+                let o = &self.setup.options;
+                let conflate = o.effective_conflate();
+                let (to_peer_w, to_peer_r) = pipe::pipe_with(o.sndhwm.max(0) as u64, conflate);
+                let (from_peer_w, from_peer_r) = pipe::pipe_with(o.rcvhwm.max(0) as u64, conflate);
+                from_peer_w.set_peer(md.clone());
+                let t = self.target(r, token);
+                from_peer_w.set_target(t.clone());
+                to_peer_r.set_target(t);
+                let mut entry = PipeEntry::new(from_peer_r, to_peer_w);
+                entry.peer = Some(md);
+                entry.endpoint = Some(self.endpoint.clone());
+                if let Some(rid) = &self.setup.connect_routing_id {
+                    entry.routing_id = rid.clone();
+                    entry.connect_routing_id = Some(rid.clone());
+                }
+                let id = self.setup.socket.reserve_pipe_id();
+                self.setup.socket.mailbox.send(Cmd::Attach(Box::new(Attach { entry, id })));
+                self.pipe = Some(PeerPipe { to_socket: from_peer_w, from_socket: to_peer_r });
+            }
+        }
+        let _ = r;
+        None
+    }
+
+    /// Moves messages from the socket's pipe to the stream.
+    fn pump_out(&mut self, r: &mut Reactor, token: u64) -> Option<Fate> {
+        let engine = self.engine.as_mut()?;
+        let drop_partial = &mut self.drop_partial;
+        let mut next = || -> Option<Msg> {
+            let p = self.pipe.as_mut()?;
+            loop {
+                let m = p.from_socket.read()?;
+                if *drop_partial {
+                    *drop_partial = m.more();
+                    continue;
+                }
+                return Some(m);
+            }
+        };
+        match engine.on_writable(&mut next) {
+            Progress::Open => {
+                let _ = (r, token);
+                None
+            }
+            Progress::Closed(c) => Some(self.broken(r, token, c)),
+        }
+    }
+
+    /// The connection ended: report it, then reconnect (connect side) or end (accepted side).
+    fn broken(&mut self, r: &mut Reactor, token: u64, why: Closed) -> Fate {
+        let Some(mut e) = self.engine.take() else { return Fate::Keep };
+        let fd = e.fd();
+        let _ = r.poll.registry().deregister(e.stream.source());
+        if !self.handshaken {
+            match &why {
+                Closed::Protocol(pe) => match pe.protocol_code() {
+                    Some(code) => self.setup.monitor.event(monitor::EVENT_HANDSHAKE_FAILED_PROTOCOL, code, &self.endpoint),
+                    None => self.setup.monitor.event(monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL, 0, &self.endpoint),
+                },
+                _ => self.setup.monitor.event(monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL, libc::ECONNRESET as u32, &self.endpoint),
+            }
+        }
+        self.setup.monitor.event(monitor::EVENT_DISCONNECTED, fd as u32, &self.endpoint);
+        let stream_notify = self.setup.socket_type == SocketType::Stream && self.setup.options.stream_notify;
+        drop(e);
+        if self.connect.is_none() || self.setup.options.immediate || self.setup.socket_type == SocketType::Stream {
+            // The pipe dies with the connection.
+            if let Some(p) = self.pipe.take() {
+                let PeerPipe { mut to_socket, from_socket } = p;
+                if stream_notify && self.handshaken {
+                    let _ = to_socket.try_write(Msg::new());
+                }
+                drop(from_socket);
+                drop(to_socket);
+            }
+            if self.connect.is_none() {
+                return Fate::Remove;
+            }
+        } else if let Some(p) = &mut self.pipe {
+            // A multipart message cut in half is not resent: skip what remains of it.
+            self.drop_partial = p.from_socket.in_multipart();
+            p.to_socket.rollback();
+        }
+        self.handshaken = false;
+        if self.socket_closed {
+            if let Some(p) = &self.pipe {
+                if p.from_socket.is_finished() {
+                    return Fate::Remove;
+                }
+            } else {
+                return Fate::Remove;
+            }
+        }
+        self.retry_later(r, token)
+    }
+
+    /// Final cleanup when the session is removed.
+    fn teardown(&mut self, r: &mut Reactor, _normal: bool) {
+        if let Some(mut e) = self.engine.take() {
+            let _ = r.poll.registry().deregister(e.stream.source());
+            if self.handshaken || self.connect.is_none() {
+                self.setup.monitor.event(monitor::EVENT_DISCONNECTED, e.fd() as u32, &self.endpoint);
+            }
+        }
+        if let Some(ci) = self.connect.as_mut() {
+            if let Some(mut s) = ci.pending.take() {
+                let _ = r.poll.registry().deregister(&mut s);
+            }
+        }
+        self.pipe = None;
+        if let Some(l) = self.listener {
+            if let Some(Object::Listener(li)) = r.objects.get_mut(&l) {
+                li.sessions.retain(|_| true);
+            }
+        }
+    }
+}
+
+fn tcp_connect(src: Option<SocketAddr>, dst: SocketAddr, o: &Options) -> io::Result<mio::net::TcpStream> {
+    let domain = socket2::Domain::for_address(dst);
+    let s = socket2::Socket::new(domain, socket2::Type::STREAM.cloexec(), None)?;
+    apply_tcp_options(&s, o);
+    if let Some(src) = src {
+        s.set_reuse_address(true)?;
+        s.bind(&src.into())?;
+    }
+    s.set_nonblocking(true)?;
+    match s.connect(&dst.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(e),
+    }
+    let std: std::net::TcpStream = s.into();
+    Ok(mio::net::TcpStream::from_std(std))
+}

@@ -1,0 +1,696 @@
+//! ZMTP frames in and out, sans-IO: the receive buffer and frame decoder, the send queue and frame
+//! encoder.
+//!
+//! Wire format (RFC 23/37): a flags byte (bit 0 MORE, bit 1 LONG, bit 2 COMMAND, bits 7..3
+//! reserved and rejected), the body size in 1 byte (short) or 8 bytes big-endian (LONG), the body.
+//!
+//! Receiving: the engine reads into `Decoder::recv_buffer` and reports the count with
+//! `Decoder::received`. Small frames land in a reused 64 KiB batch buffer (a [`Msg`] holding a
+//! shared [`crate::msg::Buffer`]); frames up to [`INLINE_CAP`] bytes become inline messages, larger
+//! ones are copied out, or, when the batch is big, sliced out of the batch buffer without a copy (the
+//! batch buffer is then left to its slices and a fresh one is used). A frame larger than
+//! [`MAX_BATCH_FRAME`] that is not yet complete is read straight into its own body buffer, which
+//! grows as bytes arrive (at most [`DIRECT_EAGER`] ahead of them), so a peer claiming 2^63 bytes
+//! costs nothing.
+//!
+//! Sending: headers and bodies up to [`LARGE_BODY`] bytes are appended to one byte buffer; larger
+//! bodies are kept as their [`Msg`] and written with `write_vectored`, then dropped as soon as they
+//! have been fully written.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, Write};
+
+use super::error::ZmtpError;
+use crate::msg::{Msg, INLINE_CAP};
+
+/// MORE flag: more frames of the same message follow.
+pub const FLAG_MORE: u8 = 0x01;
+/// LONG flag: the size field is 8 bytes.
+pub const FLAG_LONG: u8 = 0x02;
+/// COMMAND flag: the frame is a command.
+pub const FLAG_COMMAND: u8 = 0x04;
+const FLAGS_KNOWN: u8 = FLAG_MORE | FLAG_LONG | FLAG_COMMAND;
+
+/// Size of the reused receive batch buffer.
+pub const BATCH_SIZE: usize = 64 * 1024;
+/// Largest body decoded from the batch buffer when it is not complete yet; larger bodies are read
+/// straight into their own buffer.
+pub const MAX_BATCH_FRAME: usize = 32 * 1024;
+/// The batch buffer is compacted when less than this is free at its end.
+const MIN_READ_ROOM: usize = 8 * 1024;
+/// Frames are sliced out of the batch buffer (instead of copied) when at least this many bytes
+/// arrived together; below it, a fresh batch buffer per read would cost more than the copies.
+const SLICE_MIN_BATCH: usize = 16 * 1024;
+/// Most bytes a direct body buffer is allocated ahead of what has arrived.
+pub const DIRECT_EAGER: usize = 4 * 1024 * 1024;
+/// Bodies larger than this are written from their `Msg`, not copied into the send buffer.
+pub const LARGE_BODY: usize = 8 * 1024;
+const MAX_IOV: usize = 64;
+/// The send buffer gives memory back when it is empty and larger than this.
+const OUT_SHRINK_ABOVE: usize = 4 * 1024 * 1024;
+/// The send buffer drops written bytes once this many sit before the unwritten ones.
+const OUT_COMPACT_AFTER: usize = 64 * 1024;
+
+/// The reused receive buffer holding bytes not decoded yet in `start..end`.
+struct Batch {
+    chunk: Msg,
+    start: usize,
+    end: usize,
+    slice: bool,
+}
+
+/// A large frame body being read in place.
+struct Direct {
+    flags: u8,
+    buf: Vec<u8>,
+    filled: usize,
+    size: usize,
+}
+
+impl Direct {
+    fn incomplete(&self) -> bool {
+        self.filled < self.size
+    }
+}
+
+/// The frame decoder and its receive buffers.
+pub(crate) struct Decoder {
+    batch: Batch,
+    direct: Option<Direct>,
+    maxmsgsize: i64,
+}
+
+impl Batch {
+    fn new(size: usize) -> Batch {
+        Batch {
+            chunk: Msg::with_size(size),
+            start: 0,
+            end: 0,
+            slice: false,
+        }
+    }
+
+    fn pending(&self) -> &[u8] {
+        self.chunk.data().get(self.start..self.end).unwrap_or(&[])
+    }
+
+    /// Makes room at the end of the batch buffer and returns it.
+    fn writable(&mut self) -> &mut [u8] {
+        let cap = self.chunk.len();
+        let pending = self.end - self.start;
+        let unique = self.chunk.data_mut().is_some();
+        if !unique || (self.start == 0 && self.end == cap) {
+            // Shared with messages sliced from it (it is immutable now), or full of undecoded
+            // bytes (the engine has not drained events): continue in a fresh buffer.
+            let size = if unique {
+                cap.saturating_mul(2)
+            } else {
+                BATCH_SIZE.max(pending + MIN_READ_ROOM)
+            };
+            let mut fresh = Msg::with_size(size);
+            if let (Some(dst), Some(src)) = (
+                fresh.data_mut(),
+                self.chunk.data().get(self.start..self.end),
+            ) {
+                dst[..pending].copy_from_slice(src);
+            }
+            self.chunk = fresh;
+            self.start = 0;
+            self.end = pending;
+        } else if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if cap - self.end < MIN_READ_ROOM && self.start > 0 {
+            if let Some(d) = self.chunk.data_mut() {
+                d.copy_within(self.start..self.end, 0);
+            }
+            self.start = 0;
+            self.end = pending;
+        }
+        let end = self.end;
+        match self.chunk.data_mut() {
+            Some(d) => &mut d[end..],
+            None => &mut [],
+        }
+    }
+
+    fn received(&mut self, n: usize) {
+        debug_assert!(
+            self.end + n <= self.chunk.len(),
+            "received more than recv_buffer"
+        );
+        self.end = (self.end + n).min(self.chunk.len());
+        self.slice = self.end - self.start >= SLICE_MIN_BATCH;
+    }
+
+    /// A message holding `len` bytes at `off` of the batch buffer.
+    fn body(&self, off: usize, len: usize) -> Msg {
+        if len > INLINE_CAP && self.slice {
+            if let Some((buf, base)) = self.chunk.buffer() {
+                return Msg::from_buffer(buf.clone(), base + off, len);
+            }
+        }
+        Msg::copy_from(self.chunk.data().get(off..off + len).unwrap_or(&[]))
+    }
+}
+
+impl Decoder {
+    /// A decoder enforcing `maxmsgsize` (negative: unlimited).
+    pub(crate) fn new(maxmsgsize: i64) -> Decoder {
+        Decoder {
+            batch: Batch::new(BATCH_SIZE),
+            direct: None,
+            maxmsgsize,
+        }
+    }
+
+    /// Where the engine should read next; never empty.
+    pub(crate) fn recv_buffer(&mut self) -> &mut [u8] {
+        if let Some(d) = self.direct.as_mut() {
+            if d.incomplete() {
+                if d.filled == d.buf.len() {
+                    // Grow by doubling: a fresh zeroed allocation (calloc: free pages for large
+                    // sizes) and one copy of what arrived.
+                    let new_len = d.buf.len().saturating_mul(2).clamp(d.filled + 1, d.size);
+                    let mut grown = vec![0u8; new_len];
+                    grown[..d.filled].copy_from_slice(&d.buf[..d.filled]);
+                    d.buf = grown;
+                }
+                return &mut d.buf[d.filled..];
+            }
+        }
+        self.batch.writable()
+    }
+
+    /// `n` bytes were written at the start of the last [`Decoder::recv_buffer`].
+    pub(crate) fn received(&mut self, n: usize) {
+        if let Some(d) = self.direct.as_mut() {
+            if d.incomplete() {
+                debug_assert!(
+                    d.filled + n <= d.buf.len(),
+                    "received more than recv_buffer"
+                );
+                d.filled = (d.filled + n).min(d.buf.len());
+                return;
+            }
+        }
+        self.batch.received(n);
+    }
+
+    /// Undecoded bytes in the batch buffer (the greeting is read from here).
+    pub(crate) fn pending(&self) -> &[u8] {
+        self.batch.pending()
+    }
+
+    /// Marks `n` pending bytes as decoded.
+    pub(crate) fn consume(&mut self, n: usize) {
+        self.batch.start = (self.batch.start + n).min(self.batch.end);
+    }
+
+    /// Bytes received but not decoded yet.
+    pub(crate) fn buffered(&self) -> usize {
+        self.batch.end - self.batch.start
+    }
+
+    /// Bytes of memory the receive buffers hold (for tests and diagnostics).
+    pub(crate) fn allocated(&self) -> usize {
+        self.batch.chunk.len() + self.direct.as_ref().map_or(0, |d| d.buf.capacity())
+    }
+
+    /// The next complete frame: its flags (MORE, COMMAND) and body; `Ok(None)` until one is complete.
+    pub(crate) fn next_frame(&mut self) -> Result<Option<(u8, Msg)>, ZmtpError> {
+        if let Some(d) = &self.direct {
+            if d.incomplete() {
+                return Ok(None);
+            }
+            if let Some(d) = self.direct.take() {
+                let mut buf = d.buf;
+                buf.truncate(d.size);
+                return Ok(Some((d.flags, Msg::from_vec(buf))));
+            }
+        }
+        let avail = self.batch.pending();
+        let Some(&flags) = avail.first() else {
+            return Ok(None);
+        };
+        if flags & !FLAGS_KNOWN != 0 {
+            return Err(ZmtpError::ReservedFlags(flags));
+        }
+        let (hdr, size) = if flags & FLAG_LONG != 0 {
+            let Some(b) = avail.get(1..9) else {
+                return Ok(None);
+            };
+            let mut s = [0u8; 8];
+            s.copy_from_slice(b);
+            (9, u64::from_be_bytes(s))
+        } else {
+            let Some(&b) = avail.get(1) else {
+                return Ok(None);
+            };
+            (2, u64::from(b))
+        };
+        if size > i64::MAX as u64 {
+            return Err(ZmtpError::InvalidFrameSize(size));
+        }
+        if self.maxmsgsize >= 0 && size > self.maxmsgsize as u64 {
+            return Err(ZmtpError::FrameTooLarge {
+                size,
+                max: self.maxmsgsize,
+            });
+        }
+        let Ok(size) = usize::try_from(size) else {
+            return Err(ZmtpError::FrameTooLarge {
+                size,
+                max: self.maxmsgsize,
+            });
+        };
+        let flags = flags & (FLAG_MORE | FLAG_COMMAND);
+        let have = avail.len() - hdr;
+        if have >= size {
+            let off = self.batch.start + hdr;
+            let body = self.batch.body(off, size);
+            self.batch.start = off + size;
+            return Ok(Some((flags, body)));
+        }
+        if size <= MAX_BATCH_FRAME {
+            return Ok(None);
+        }
+        // Read the rest straight into the body's own buffer, allocated only a bounded amount
+        // ahead of the bytes that have arrived.
+        let mut buf = vec![0u8; size.min(DIRECT_EAGER.max(have))];
+        buf[..have].copy_from_slice(&avail[hdr..]);
+        self.batch.start = self.batch.end;
+        self.direct = Some(Direct {
+            flags,
+            buf,
+            filled: have,
+            size,
+        });
+        Ok(None)
+    }
+}
+
+/// A body kept by reference in the send queue, logically at `at` in the byte buffer.
+struct Large {
+    at: usize,
+    msg: Msg,
+    sent: usize,
+}
+
+/// Encoded output waiting for the transport.
+pub(crate) struct OutQueue {
+    buf: Vec<u8>,
+    pos: usize,
+    large: VecDeque<Large>,
+    large_bytes: usize,
+}
+
+impl OutQueue {
+    /// An empty queue.
+    pub(crate) fn new() -> OutQueue {
+        OutQueue {
+            buf: Vec::with_capacity(4096),
+            pos: 0,
+            large: VecDeque::new(),
+            large_bytes: 0,
+        }
+    }
+
+    #[inline]
+    fn header(&mut self, flags: u8, len: usize) {
+        if len > 255 {
+            self.buf.push(flags | FLAG_LONG);
+            self.buf.extend_from_slice(&(len as u64).to_be_bytes());
+        } else {
+            self.buf.extend_from_slice(&[flags, len as u8]);
+        }
+    }
+
+    /// Appends raw bytes (the greeting).
+    pub(crate) fn push_raw(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Appends a frame whose body is copied.
+    pub(crate) fn push_frame(&mut self, flags: u8, body: &[u8]) {
+        self.buf.reserve(9 + body.len());
+        self.header(flags, body.len());
+        self.buf.extend_from_slice(body);
+    }
+
+    /// Appends a frame whose body is the concatenation of `parts`, copied.
+    pub(crate) fn push_frame_parts(&mut self, flags: u8, parts: &[&[u8]]) {
+        let len = parts.iter().map(|p| p.len()).sum();
+        self.buf.reserve(9 + len);
+        self.header(flags, len);
+        for p in parts {
+            self.buf.extend_from_slice(p);
+        }
+    }
+
+    /// Appends a frame holding `msg`, by reference when it is large.
+    #[inline]
+    pub(crate) fn push_msg(&mut self, flags: u8, msg: Msg) {
+        let len = msg.len();
+        if len > LARGE_BODY {
+            self.header(flags, len);
+            self.large_bytes += len;
+            self.large.push_back(Large {
+                at: self.buf.len(),
+                msg,
+                sent: 0,
+            });
+        } else {
+            self.push_frame(flags, msg.data());
+        }
+    }
+
+    /// True when nothing is waiting.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pos == self.buf.len() && self.large.is_empty()
+    }
+
+    /// Bytes waiting.
+    pub(crate) fn pending(&self) -> usize {
+        self.buf.len() - self.pos + self.large_bytes
+    }
+
+    /// Writes as much as `w` takes; see [`super::Connection::write_to`].
+    pub(crate) fn write_to<W: Write + ?Sized>(&mut self, w: &mut W) -> io::Result<usize> {
+        let mut total = 0;
+        while !self.is_empty() {
+            let mut iov = [IoSlice::new(&[]); MAX_IOV];
+            let mut cnt = 0;
+            let mut want = 0;
+            let mut cur = self.pos;
+            let mut all = true;
+            for l in &self.large {
+                if cnt + 2 > MAX_IOV {
+                    all = false;
+                    break;
+                }
+                if l.at > cur {
+                    iov[cnt] = IoSlice::new(&self.buf[cur..l.at]);
+                    cnt += 1;
+                    want += l.at - cur;
+                }
+                let rest = l.msg.data().get(l.sent..).unwrap_or(&[]);
+                iov[cnt] = IoSlice::new(rest);
+                cnt += 1;
+                want += rest.len();
+                cur = l.at;
+            }
+            if all && cur < self.buf.len() {
+                iov[cnt] = IoSlice::new(&self.buf[cur..]);
+                cnt += 1;
+                want += self.buf.len() - cur;
+            }
+            let res = if cnt == 1 {
+                w.write(&iov[0])
+            } else {
+                w.write_vectored(&iov[..cnt])
+            };
+            match res {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.advance(n);
+                    total += n;
+                    if n < want {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        self.tidy();
+        Ok(total)
+    }
+
+    fn advance(&mut self, mut n: usize) {
+        while n > 0 {
+            let seg_end = self.large.front().map_or(self.buf.len(), |l| l.at);
+            if self.pos < seg_end {
+                let k = n.min(seg_end - self.pos);
+                self.pos += k;
+                n -= k;
+                continue;
+            }
+            let Some(l) = self.large.front_mut() else {
+                break;
+            };
+            let k = n.min(l.msg.len() - l.sent);
+            l.sent += k;
+            n -= k;
+            self.large_bytes -= k;
+            if l.sent == l.msg.len() {
+                // Fully written: release the message now.
+                self.large.pop_front();
+            }
+        }
+    }
+
+    fn tidy(&mut self) {
+        if self.is_empty() {
+            self.buf.clear();
+            self.pos = 0;
+            if self.buf.capacity() > OUT_SHRINK_ABOVE {
+                self.buf.shrink_to(BATCH_SIZE);
+            }
+        } else if self.pos >= OUT_COMPACT_AFTER && self.pos * 2 >= self.buf.len() {
+            self.buf.drain(..self.pos);
+            for l in &mut self.large {
+                l.at -= self.pos;
+            }
+            self.pos = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(d: &mut Decoder, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let b = d.recv_buffer();
+            assert!(!b.is_empty());
+            let n = b.len().min(bytes.len());
+            b[..n].copy_from_slice(&bytes[..n]);
+            d.received(n);
+            bytes = &bytes[n..];
+        }
+    }
+
+    fn encode(frames: &[(u8, Vec<u8>)]) -> Vec<u8> {
+        let mut q = OutQueue::new();
+        for (f, b) in frames {
+            q.push_msg(*f, Msg::from_vec(b.clone()));
+        }
+        let mut out = Vec::new();
+        q.write_to(&mut out).unwrap();
+        assert!(q.is_empty());
+        out
+    }
+
+    #[test]
+    fn short_and_long_headers() {
+        assert_eq!(encode(&[(0, b"ab".to_vec())]), b"\x00\x02ab");
+        assert_eq!(encode(&[(FLAG_MORE, vec![])]), b"\x01\x00");
+        let w = encode(&[(FLAG_COMMAND, vec![9; 256])]);
+        assert_eq!(&w[..9], &[6, 0, 0, 0, 0, 0, 0, 1, 0]);
+        assert_eq!(w.len(), 9 + 256);
+        let w = encode(&[(0, vec![9; 255])]);
+        assert_eq!(&w[..2], &[0, 255]);
+    }
+
+    #[test]
+    fn decodes_frames_across_compactions() {
+        let frames: Vec<(u8, Vec<u8>)> = (0..3000)
+            .map(|i| ((i % 2) as u8, vec![i as u8; (i * 37) % 700]))
+            .collect();
+        let wire = encode(&frames);
+        let mut d = Decoder::new(-1);
+        let mut got = Vec::new();
+        for piece in wire.chunks(10_000) {
+            feed(&mut d, piece);
+            while let Some((f, m)) = d.next_frame().unwrap() {
+                got.push((f, m.data().to_vec()));
+            }
+        }
+        assert_eq!(got, frames);
+        assert!(d.allocated() <= 2 * BATCH_SIZE);
+    }
+
+    #[test]
+    fn slices_big_batches_and_moves_on() {
+        let frames: Vec<(u8, Vec<u8>)> = (0..200).map(|i| (0, vec![i as u8; 100])).collect();
+        let wire = encode(&frames);
+        let mut d = Decoder::new(-1);
+        feed(&mut d, &wire);
+        let mut held = Vec::new();
+        while let Some((_, m)) = d.next_frame().unwrap() {
+            assert!(m.buffer().is_some());
+            held.push(m);
+        }
+        let (b0, _) = held[0].buffer().unwrap();
+        let (b1, _) = held[199].buffer().unwrap();
+        assert!(std::sync::Arc::ptr_eq(b0, b1), "slices of one batch buffer");
+        // The batch buffer is shared now: more input goes to a fresh one, and old slices stay intact.
+        feed(&mut d, &encode(&[(0, vec![0xEE; 100])]));
+        let (_, m) = d.next_frame().unwrap().unwrap();
+        assert_eq!(m.data(), &[0xEE; 100][..]);
+        for (i, m) in held.iter().enumerate() {
+            assert_eq!(m.data(), &[i as u8; 100][..]);
+        }
+    }
+
+    #[test]
+    fn small_batches_copy() {
+        let mut d = Decoder::new(-1);
+        feed(&mut d, &encode(&[(0, vec![1; 100])]));
+        let (_, m) = d.next_frame().unwrap().unwrap();
+        let (b, _) = m.buffer().unwrap();
+        assert_eq!(
+            b.len(),
+            100,
+            "exact-size copy, not a slice of the batch buffer"
+        );
+    }
+
+    #[test]
+    fn rejects_bad_headers() {
+        for bad in [0x08u8, 0x10, 0x80, 0xFF] {
+            let mut d = Decoder::new(-1);
+            feed(&mut d, &[bad]);
+            assert_eq!(d.next_frame(), Err(ZmtpError::ReservedFlags(bad)));
+        }
+        let mut d = Decoder::new(-1);
+        feed(&mut d, &[FLAG_LONG, 0x80, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(d.next_frame(), Err(ZmtpError::InvalidFrameSize(1 << 63)));
+        let mut d = Decoder::new(10);
+        feed(&mut d, &[0, 11]);
+        assert_eq!(
+            d.next_frame(),
+            Err(ZmtpError::FrameTooLarge { size: 11, max: 10 })
+        );
+        let mut d = Decoder::new(10);
+        feed(&mut d, &[0, 10]);
+        assert_eq!(d.next_frame(), Ok(None));
+    }
+
+    #[test]
+    fn lying_size_allocates_nothing_big() {
+        for claim in [(1u64 << 63) - 1, 1 << 62, 1 << 40] {
+            let mut d = Decoder::new(-1);
+            let mut hdr = vec![FLAG_LONG];
+            hdr.extend_from_slice(&claim.to_be_bytes());
+            feed(&mut d, &hdr);
+            assert_eq!(d.next_frame(), Ok(None));
+            assert!(d.allocated() <= DIRECT_EAGER + BATCH_SIZE);
+            let mut total = 0usize;
+            for _ in 0..3 {
+                let b = d.recv_buffer();
+                assert!(b.len() <= DIRECT_EAGER.max(total));
+                assert!(d.allocated() <= (2 * total).max(DIRECT_EAGER) + BATCH_SIZE);
+                let n = d.recv_buffer().len();
+                total += n;
+                d.received(n);
+                assert_eq!(d.next_frame(), Ok(None));
+            }
+        }
+    }
+
+    #[test]
+    fn direct_large_frame() {
+        let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let wire = encode(&[(FLAG_MORE, body.clone()), (0, b"tail".to_vec())]);
+        let mut d = Decoder::new(-1);
+        let mut got = Vec::new();
+        for piece in wire.chunks(70_001) {
+            feed(&mut d, piece);
+            while let Some((f, m)) = d.next_frame().unwrap() {
+                got.push((f, m));
+            }
+        }
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].0, FLAG_MORE);
+        assert_eq!(got[0].1.data(), &body[..]);
+        assert_eq!(got[1].1.data(), b"tail");
+    }
+
+    /// A writer taking at most `max` bytes per call, refusing every other call.
+    struct Trickle {
+        out: Vec<u8>,
+        max: usize,
+        calls: usize,
+    }
+
+    impl Write for Trickle {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.calls += 1;
+            if self.calls & 1 == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = b.len().min(self.max);
+            self.out.extend_from_slice(&b[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn partial_writes_keep_order_and_release_large_bodies() {
+        let big = Msg::from_vec(vec![7u8; 20_000]);
+        let probe = big.clone();
+        let mut q = OutQueue::new();
+        q.push_msg(0, Msg::from_vec(b"head".to_vec()));
+        q.push_msg(FLAG_MORE, big);
+        q.push_msg(0, Msg::from_vec(vec![8u8; 9000]));
+        q.push_msg(0, Msg::from_vec(b"tail".to_vec()));
+        let expect_len = q.pending();
+        let mut w = Trickle {
+            out: Vec::new(),
+            max: 777,
+            calls: 0,
+        };
+        while !q.is_empty() {
+            q.write_to(&mut w).unwrap();
+            if w.out.len() > 6 + 9 + 20_000 {
+                let (b, _) = probe.buffer().unwrap();
+                assert_eq!(std::sync::Arc::strong_count(b), 1, "sent body released");
+            }
+        }
+        assert_eq!(w.out.len(), expect_len);
+        let mut d = Decoder::new(-1);
+        feed(&mut d, &w.out);
+        let mut got = Vec::new();
+        while let Some((f, m)) = d.next_frame().unwrap() {
+            got.push((f, m.len()));
+        }
+        assert_eq!(got, vec![(0, 4), (FLAG_MORE, 20_000), (0, 9000), (0, 4)]);
+    }
+
+    #[test]
+    fn write_errors() {
+        struct Zero;
+        impl Write for Zero {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Ok(0)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut q = OutQueue::new();
+        q.push_raw(b"x");
+        assert_eq!(
+            q.write_to(&mut Zero).unwrap_err().kind(),
+            io::ErrorKind::WriteZero
+        );
+        assert_eq!(q.pending(), 1);
+    }
+}

@@ -1,0 +1,75 @@
+//! ZMTP 3.1 (RFC 23/37) as a sans-IO state machine, wire-compatible with libzmq 4.3.5.
+//!
+//! This module owns the protocol of one stream connection: the greeting, the NULL security
+//! handshake (`READY`, `ERROR`, peer metadata, socket-type compatibility), framing (MORE, LONG,
+//! COMMAND; `ZMQ_MAXMSGSIZE`), heartbeats (`PING`/`PONG`, `ZMQ_HEARTBEAT_IVL/TTL/TIMEOUT`), the
+//! handshake timeout and the two subscription forms. It owns no socket, thread, clock or pipe: the
+//! engine moves bytes and time in and out, and decides what to do with messages and errors.
+//!
+//! # Driving a [`Connection`]
+//! ```text
+//! let mut c = Connection::new(cfg, Instant::now());          // our greeting is queued
+//! loop {
+//!     // readable:
+//!     let n = stream.read(c.recv_buffer())?;                   // n == 0: peer closed
+//!     c.received(n, now)?;
+//!     while let Some(ev) = c.poll_event()? {                   // Err: close the connection
+//!         match ev { Event::Ready(peer) => ..., Event::Message(msg) => push to the pipe }
+//!     }                                                        // stop early on a full pipe;
+//!                                                              // resume with poll_event later
+//!     // to send (only after Event::Ready): c.send(msg)?, c.send_subscribe(topic, true)?
+//!     if c.has_output() { c.write_to(&mut stream)?; }          // keep POLLOUT while has_output()
+//!     // timers: sleep until c.poll_timeout(), then c.handle_timeout(now)? (may queue a PING)
+//! }
+//! ```
+//! Decoding is lazy: [`Connection::received`] only accounts bytes; [`Connection::poll_event`]
+//! decodes one event per call, so backpressure is simply not calling it (and not reading). Events
+//! are never queued inside. After any error the session is failed for good; flush pending output
+//! (it may hold an `ERROR` command) best-effort and close.
+//!
+//! # Decisions the engine relies on
+//! - Received message frames are [`crate::msg::Msg`]s with MORE set and the peer metadata
+//!   attached. Up to [`crate::msg::INLINE_CAP`] bytes they are inline; larger ones are copied out of
+//!   the 64 KiB batch buffer when the read was small, and sliced out of it (no copy, the buffer is
+//!   then given up) when at least 16 KiB arrived at once. Frames over 32 KiB that were not complete
+//!   in the batch are read straight into their own buffer, allocated at most
+//!   [`codec::DIRECT_EAGER`] bytes ahead of the data (a peer lying about a 2^63-byte frame costs
+//!   nothing).
+//! - Subscriptions: libzmq 4.3.5's `ZMQ_SUBSCRIBE` (and XSUB's re-sent subscriptions) go to ZMTP 3.1
+//!   peers as `SUBSCRIBE`/`CANCEL` commands (`v3_1_encoder`) and to ZMTP 3.0 peers as `0x01`/`0x00`
+//!   messages; [`Connection::send_subscribe`] does the same. Messages an XSUB *user* sends
+//!   (`0x01topic`) go out as ordinary messages via [`Connection::send`], as in libzmq. Both forms
+//!   are accepted on input and surface as a message `0x01`/`0x00` + topic.
+//! - Heartbeats as libzmq: `PING` (with our TTL, no context) every `heartbeat_ivl` after the
+//!   handshake, whatever the peer's minor version; the timeout starts at a `PING` when not already
+//!   running; a peer's `PING` is answered with a `PONG` echoing up to 16 bytes of context and, when
+//!   its TTL is non-zero, arms a TTL timer. Unlike libzmq (which cancels those timers per decoded
+//!   message) any received byte cancels them.
+//! - Incompatible socket types: we queue an `ERROR` command ("Invalid socket type") before failing.
+//!   libzmq 4.3.5 just closes; its peer fails on our `READY` before it reads the `ERROR`, so this
+//!   is harmless to interop. Command and frame flags with reserved bits set and sizes with the top
+//!   bit set are rejected (libzmq accepts the former).
+//! - Not supported: ZMTP 1.0/2.0 peers (libzmq falls back to them; we fail with
+//!   [`ZmtpError::BadSignature`] or [`ZmtpError::UnsupportedVersion`]), PLAIN and CURVE
+//!   ([`ZmtpError::MechanismNotSupported`] after the greeting), ZAP.
+//! - Monitor events: see [`ZmtpError::protocol_code`], [`ZmtpError::auth_status`] and
+//!   [`ZmtpError::reason`] (libzmq reconnects a connecting session only after timeouts).
+
+pub mod codec;
+mod command;
+mod connection;
+pub mod error;
+pub mod greeting;
+mod handshake;
+mod socket_type;
+
+#[cfg(test)]
+mod tests;
+
+pub use connection::{
+    Config, Connection, Event, DEFAULT_HANDSHAKE_IVL, INCOMPATIBLE_SOCKET_TYPE_REASON,
+};
+pub use error::{FailureReason, ZmtpError};
+pub use greeting::{Mechanism, GREETING_LEN};
+pub use handshake::{Peer, PROP_PEER_ADDRESS};
+pub use socket_type::SocketType;

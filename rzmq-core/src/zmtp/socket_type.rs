@@ -1,0 +1,146 @@
+//! Socket types as ZMTP names them, and which pairs may talk (RFC 37, libzmq's
+//! `mechanism_t::check_socket_type`).
+
+/// A ZeroMQ socket type, numbered as libzmq's `ZMQ_*` constants.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SocketType {
+    /// `ZMQ_PAIR`.
+    Pair = 0,
+    /// `ZMQ_PUB`.
+    Pub = 1,
+    /// `ZMQ_SUB`.
+    Sub = 2,
+    /// `ZMQ_REQ`.
+    Req = 3,
+    /// `ZMQ_REP`.
+    Rep = 4,
+    /// `ZMQ_DEALER`.
+    Dealer = 5,
+    /// `ZMQ_ROUTER`.
+    Router = 6,
+    /// `ZMQ_PULL`.
+    Pull = 7,
+    /// `ZMQ_PUSH`.
+    Push = 8,
+    /// `ZMQ_XPUB`.
+    XPub = 9,
+    /// `ZMQ_XSUB`.
+    XSub = 10,
+    /// `ZMQ_STREAM` (raw TCP; never runs a ZMTP handshake).
+    Stream = 11,
+}
+
+impl SocketType {
+    /// Every socket type, in `ZMQ_*` order.
+    pub const ALL: [SocketType; 12] = [
+        SocketType::Pair,
+        SocketType::Pub,
+        SocketType::Sub,
+        SocketType::Req,
+        SocketType::Rep,
+        SocketType::Dealer,
+        SocketType::Router,
+        SocketType::Pull,
+        SocketType::Push,
+        SocketType::XPub,
+        SocketType::XSub,
+        SocketType::Stream,
+    ];
+
+    /// The socket type with libzmq number `v` (`ZMQ_PAIR` = 0 ... `ZMQ_STREAM` = 11).
+    pub fn from_i32(v: i32) -> Option<SocketType> {
+        usize::try_from(v)
+            .ok()
+            .and_then(|i| SocketType::ALL.get(i).copied())
+    }
+
+    /// The libzmq number (`ZMQ_*`).
+    pub fn as_i32(self) -> i32 {
+        self as i32
+    }
+
+    /// The name sent in the `Socket-Type` property ("PAIR", "PUB", ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            SocketType::Pair => "PAIR",
+            SocketType::Pub => "PUB",
+            SocketType::Sub => "SUB",
+            SocketType::Req => "REQ",
+            SocketType::Rep => "REP",
+            SocketType::Dealer => "DEALER",
+            SocketType::Router => "ROUTER",
+            SocketType::Pull => "PULL",
+            SocketType::Push => "PUSH",
+            SocketType::XPub => "XPUB",
+            SocketType::XSub => "XSUB",
+            SocketType::Stream => "STREAM",
+        }
+    }
+
+    /// The socket type a `Socket-Type` value names (exact, case-sensitive, as libzmq compares).
+    pub fn from_name(name: &[u8]) -> Option<SocketType> {
+        SocketType::ALL
+            .iter()
+            .copied()
+            .find(|t| t.name().as_bytes() == name)
+    }
+
+    /// True when a socket of this type may talk to a peer of type `peer` (libzmq's table; STREAM
+    /// talks to nobody over ZMTP).
+    pub fn compatible_with(self, peer: SocketType) -> bool {
+        use SocketType::*;
+        matches!(
+            (self, peer),
+            (Pair, Pair)
+                | (Pub, Sub | XSub)
+                | (Sub, Pub | XPub)
+                | (XPub, Sub | XSub)
+                | (XSub, Pub | XPub)
+                | (Req, Rep | Router)
+                | (Rep, Req | Dealer)
+                | (Dealer, Rep | Dealer | Router)
+                | (Router, Req | Dealer | Router)
+                | (Push, Pull)
+                | (Pull, Push)
+        )
+    }
+
+    /// True when this socket type sends the `Identity` property in its `READY` (REQ, DEALER,
+    /// ROUTER), as libzmq does.
+    pub fn sends_identity(self) -> bool {
+        matches!(
+            self,
+            SocketType::Req | SocketType::Dealer | SocketType::Router
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_names_round_trip() {
+        for (i, t) in SocketType::ALL.iter().enumerate() {
+            assert_eq!(SocketType::from_i32(i as i32), Some(*t));
+            assert_eq!(t.as_i32(), i as i32);
+            assert_eq!(SocketType::from_name(t.name().as_bytes()), Some(*t));
+        }
+        assert_eq!(SocketType::from_i32(12), None);
+        assert_eq!(SocketType::from_i32(-1), None);
+        assert_eq!(SocketType::from_name(b"pub"), None);
+    }
+
+    #[test]
+    fn compatibility_is_symmetric() {
+        for a in SocketType::ALL {
+            for b in SocketType::ALL {
+                assert_eq!(a.compatible_with(b), b.compatible_with(a), "{a:?} {b:?}");
+            }
+            assert!(!a.compatible_with(SocketType::Stream));
+        }
+        assert!(SocketType::Req.compatible_with(SocketType::Router));
+        assert!(!SocketType::Req.compatible_with(SocketType::Req));
+        assert!(!SocketType::Pub.compatible_with(SocketType::Pub));
+    }
+}
