@@ -1,1 +1,57 @@
-//! rzmq-capi: the libzmq 4.3 C ABI.
+//! rzmq-capi: the libzmq 4.3.5 C ABI (`libzmq.so.5`) over rzmq-core.
+//!
+//! Every function a default (non-DRAFT) libzmq 4.3.5 build exports is here, with libzmq's
+//! signatures, return values and `errno` values; `include/zmq.h` declares them for C callers.
+//! One file per face of the API:
+//!
+//! - [`errno`]: `zmq_errno`, `zmq_strerror` and the helpers that turn `Result`s into `-1` + errno;
+//! - [`ctx`]: contexts (`zmq_ctx_*`, `zmq_init`, `zmq_term`);
+//! - [`socket`]: socket handles, bind/connect, send/recv (`zmq_send`, `zmq_recv`, iov variants);
+//! - [`sockopt`]: `zmq_setsockopt`/`zmq_getsockopt` with libzmq's buffer rules;
+//! - [`msg`]: `zmq_msg_t` (an rzmq [`Msg`](rzmq_core::Msg) kept in place plus a liveness tag);
+//! - [`poll`]: `zmq_poll` over sockets and raw file descriptors;
+//! - [`proxy`]: `zmq_proxy`, `zmq_proxy_steerable`, `zmq_device`;
+//! - [`monitor`]: `zmq_socket_monitor`;
+//! - [`utils`]: version, capabilities, Z85, CURVE key helpers, atomic counters, stopwatch,
+//!   sleep and threads;
+//! - [`timers`]: `zmq_timers_*`.
+//!
+//! # Safety contract shared by every function
+//!
+//! Pointers are what libzmq's documentation says they are. NULL pointers, and handles that are
+//! not (or no longer) live sockets, contexts, messages or timers, are detected by a tag check
+//! and reported the way libzmq reports them (`ENOTSOCK`, `EFAULT`), never by a crash, as long as
+//! the memory behind the pointer is readable. A socket is used by one thread at a time, as in
+//! libzmq. Panics never cross the C boundary: they become `-1` with `errno = ENOTRECOVERABLE`.
+
+#![allow(non_camel_case_types)]
+
+pub mod ctx;
+pub mod errno;
+mod handle;
+pub mod monitor;
+pub mod msg;
+pub mod poll;
+pub mod proxy;
+pub mod socket;
+pub mod sockopt;
+pub mod timers;
+pub mod utils;
+
+pub use ctx::*;
+pub use errno::{zmq_errno, zmq_strerror};
+pub use monitor::*;
+pub use msg::*;
+pub use poll::*;
+pub use proxy::*;
+pub use socket::*;
+pub use sockopt::*;
+pub use timers::*;
+pub use utils::*;
+
+/// Version reported by `zmq_version` and the `ZMQ_VERSION_*` macros of `include/zmq.h`.
+pub const ZMQ_VERSION_MAJOR: i32 = 4;
+/// Minor version (see [`ZMQ_VERSION_MAJOR`]).
+pub const ZMQ_VERSION_MINOR: i32 = 3;
+/// Patch version (see [`ZMQ_VERSION_MAJOR`]).
+pub const ZMQ_VERSION_PATCH: i32 = 5;

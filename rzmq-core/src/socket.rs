@@ -751,6 +751,7 @@ impl Socket {
     }
 
     /// The monitor hook (for the transports).
+    #[allow(dead_code)]
     pub(crate) fn monitor_hook(&self) -> &Monitor {
         &self.monitor
     }

@@ -56,7 +56,9 @@ impl PipeArray {
 
     /// Removes `id` by moving the last pipe into its place (as libzmq's `array_t::erase`).
     pub(crate) fn erase(&mut self, id: PipeId) {
-        let Some(i) = self.pos.remove(&id) else { return };
+        let Some(i) = self.pos.remove(&id) else {
+            return;
+        };
         let last = self.items.len() - 1;
         if i != last {
             let moved = self.items[last];

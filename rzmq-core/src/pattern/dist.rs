@@ -52,7 +52,9 @@ impl Dist {
 
     /// Marks an eligible pipe as matching the current message.
     pub fn match_pipe(&mut self, id: PipeId) {
-        let Some(i) = self.pipes.index(id) else { return };
+        let Some(i) = self.pipes.index(id) else {
+            return;
+        };
         if i < self.matching || i >= self.eligible {
             return;
         }
@@ -77,7 +79,9 @@ impl Dist {
 
     /// Forgets a pipe.
     pub fn terminated(&mut self, id: PipeId) {
-        let Some(mut i) = self.pipes.index(id) else { return };
+        let Some(mut i) = self.pipes.index(id) else {
+            return;
+        };
         if i < self.matching {
             self.pipes.swap(i, self.matching - 1);
             self.matching -= 1;
@@ -97,7 +101,9 @@ impl Dist {
 
     /// The pipe has room again (idempotent).
     pub fn activated(&mut self, id: PipeId) {
-        let Some(mut i) = self.pipes.index(id) else { return };
+        let Some(mut i) = self.pipes.index(id) else {
+            return;
+        };
         if i >= self.eligible {
             self.pipes.swap(i, self.eligible);
             i = self.eligible;
@@ -131,21 +137,30 @@ impl Dist {
         while i < self.matching {
             let id = self.pipes.get(i);
             let last = i + 1 == self.matching;
-            match table.writer(id) {
-                Some(w) if w.check_write().is_ok() => {
-                    let m = if last { msg.take() } else { msg.clone() };
-                    if let Some(m) = m {
-                        w.write(m);
+            let written = match table.writer(id) {
+                Some(w) => {
+                    let ok = w.check_write().is_ok();
+                    if ok {
+                        if let Some(m) = if last { msg.take() } else { msg.clone() } {
+                            w.write(m);
+                        }
                     }
-                    i += 1;
+                    ok
                 }
-                _ => self.deactivate(id),
+                None => false,
+            };
+            if written {
+                i += 1;
+            } else {
+                self.deactivate(id);
             }
         }
     }
 
     fn deactivate(&mut self, id: PipeId) {
-        let Some(i) = self.pipes.index(id) else { return };
+        let Some(i) = self.pipes.index(id) else {
+            return;
+        };
         self.pipes.swap(i, self.matching - 1);
         self.matching -= 1;
         let i = self.matching;

@@ -38,7 +38,9 @@ impl Fq {
 
     /// Forgets a pipe.
     pub fn terminated(&mut self, id: PipeId) {
-        let Some(index) = self.pipes.index(id) else { return };
+        let Some(index) = self.pipes.index(id) else {
+            return;
+        };
         if index < self.active {
             if index == self.current {
                 // Only a forced termination can cut a message: never wait for its rest.
@@ -55,7 +57,9 @@ impl Fq {
 
     /// Messages may be readable on the pipe again (idempotent).
     pub fn activated(&mut self, id: PipeId) {
-        let Some(index) = self.pipes.index(id) else { return };
+        let Some(index) = self.pipes.index(id) else {
+            return;
+        };
         if index >= self.active {
             self.pipes.swap(index, self.active);
             self.active += 1;

@@ -35,7 +35,9 @@ impl Lb {
 
     /// Forgets a pipe; a multipart message half-sent to it is dropped.
     pub fn terminated(&mut self, id: PipeId) {
-        let Some(index) = self.pipes.index(id) else { return };
+        let Some(index) = self.pipes.index(id) else {
+            return;
+        };
         if index == self.current && self.more {
             self.dropping = true;
         }
@@ -51,7 +53,9 @@ impl Lb {
 
     /// The pipe has room again (idempotent).
     pub fn activated(&mut self, id: PipeId) {
-        let Some(index) = self.pipes.index(id) else { return };
+        let Some(index) = self.pipes.index(id) else {
+            return;
+        };
         if index >= self.active {
             self.pipes.swap(index, self.active);
             self.active += 1;
@@ -60,7 +64,11 @@ impl Lb {
 
     /// Sends one frame; returns the pipe it went to (`None` when dropped, as the rest of a message
     /// whose pipe went away). `Again` hands the frame back when no pipe has room.
-    pub fn send(&mut self, msg: Msg, table: &mut PipeTable) -> Result<Option<PipeId>, (Msg, Error)> {
+    pub fn send(
+        &mut self,
+        msg: Msg,
+        table: &mut PipeTable,
+    ) -> Result<Option<PipeId>, (Msg, Error)> {
         if self.dropping {
             self.more = msg.more();
             self.dropping = self.more;
@@ -81,17 +89,18 @@ impl Lb {
                     return Ok(Some(id));
                 }
                 if self.more {
-                    // The pipe died under a multipart message: its first frames are lost, so drop the
-                    // rest too (libzmq returns -2/EAGAIN here; a retry of this frame is dropped).
+                    // The pipe died under a multipart message: its first frames are lost, so this
+                    // frame and the rest of the message are dropped (libzmq's -2 return, which a
+                    // blocking send reports as success).
                     w.rollback();
                     self.dropping = msg.more();
                     self.more = false;
-                    return Err((msg, Error::Again));
+                    return Ok(None);
                 }
             } else if self.more {
                 self.dropping = msg.more();
                 self.more = false;
-                return Err((msg, Error::Again));
+                return Ok(None);
             }
             self.active -= 1;
             if self.current < self.active {

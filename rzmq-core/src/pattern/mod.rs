@@ -51,6 +51,8 @@ pub mod sub;
 pub mod trie;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod testutil;
 
 /// libzmq socket-type numbers (`ZMQ_PAIR` ...).
@@ -136,7 +138,11 @@ pub(crate) fn opt_bool(value: &[u8]) -> Result<bool> {
 pub(crate) fn random_u32() -> u32 {
     use std::hash::BuildHasher;
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64));
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+    );
     (h.finish() >> 16) as u32
 }
 
@@ -175,7 +181,7 @@ pub fn new_pattern(socket_type: i32) -> Box<dyn Pattern> {
 
 /// Builds the pattern for a libzmq socket-type number, or `Error::Inval` for an unknown one.
 pub fn try_new_pattern(socket_type: i32) -> Result<Box<dyn Pattern>> {
-    use socket_type as t;
+    use self::socket_type as t;
     Ok(match socket_type {
         t::PAIR => Box::new(pair::Pair::new()),
         t::PUB => Box::new(pubsub::XPub::new_pub()),
@@ -216,7 +222,14 @@ pub struct PipeEntry {
 impl PipeEntry {
     /// A new entry with no routing id.
     pub fn new(reader: Reader, writer: Writer) -> PipeEntry {
-        PipeEntry { reader, writer, routing_id: Vec::new(), connect_routing_id: None, peer: None, endpoint: None }
+        PipeEntry {
+            reader,
+            writer,
+            routing_id: Vec::new(),
+            connect_routing_id: None,
+            peer: None,
+            endpoint: None,
+        }
     }
 }
 

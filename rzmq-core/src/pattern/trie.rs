@@ -44,7 +44,15 @@ struct Node<V> {
 
 impl<V: Slot> Node<V> {
     fn new(parent: u32, byte: u8) -> Node<V> {
-        Node { value: V::default(), min: 0, next: Vec::new(), live: 0, parent, byte, alive: true }
+        Node {
+            value: V::default(),
+            min: 0,
+            next: Vec::new(),
+            live: 0,
+            parent,
+            byte,
+            alive: true,
+        }
     }
 }
 
@@ -56,7 +64,10 @@ struct Tree<V> {
 
 impl<V: Slot> Tree<V> {
     fn new() -> Tree<V> {
-        Tree { nodes: vec![Node::new(NIL, 0)], free: Vec::new() }
+        Tree {
+            nodes: vec![Node::new(NIL, 0)],
+            free: Vec::new(),
+        }
     }
 
     #[inline]
@@ -213,7 +224,10 @@ impl Default for Trie {
 impl Trie {
     /// An empty trie.
     pub fn new() -> Trie {
-        Trie { tree: Tree::new(), prefixes: 0 }
+        Trie {
+            tree: Tree::new(),
+            prefixes: 0,
+        }
     }
 
     /// Adds one reference to `topic`; true when the topic is new.
@@ -231,7 +245,9 @@ impl Trie {
 
     /// Drops one reference to `topic`; true when that was the last one (false when absent).
     pub fn rm(&mut self, topic: &[u8]) -> bool {
-        let Some(n) = self.tree.find(topic) else { return false };
+        let Some(n) = self.tree.find(topic) else {
+            return false;
+        };
         let v = &mut self.tree.nodes[n as usize].value;
         if *v == 0 {
             return false;
@@ -302,7 +318,10 @@ impl Default for MTrie {
 impl MTrie {
     /// An empty multi-trie.
     pub fn new() -> MTrie {
-        MTrie { tree: Tree::new(), prefixes: 0 }
+        MTrie {
+            tree: Tree::new(),
+            prefixes: 0,
+        }
     }
 
     /// Subscribes `pipe` to `topic` (a set: twice is once); true when nobody had subscribed to
@@ -322,7 +341,9 @@ impl MTrie {
 
     /// Unsubscribes `pipe` from `topic`.
     pub fn rm(&mut self, topic: &[u8], pipe: PipeId) -> RmResult {
-        let Some(n) = self.tree.find(topic) else { return RmResult::NotFound };
+        let Some(n) = self.tree.find(topic) else {
+            return RmResult::NotFound;
+        };
         let set = &mut self.tree.nodes[n as usize].value;
         if set.is_empty() {
             return RmResult::NotFound;
@@ -423,7 +444,17 @@ mod tests {
         }
         let mut seen = Vec::new();
         t.apply(|k| seen.push(k.to_vec()));
-        assert_eq!(seen, vec![b"".to_vec(), b"\x00".to_vec(), b"a".to_vec(), b"ab".to_vec(), b"b".to_vec(), b"\xff".to_vec()]);
+        assert_eq!(
+            seen,
+            vec![
+                b"".to_vec(),
+                b"\x00".to_vec(),
+                b"a".to_vec(),
+                b"ab".to_vec(),
+                b"b".to_vec(),
+                b"\xff".to_vec()
+            ]
+        );
         assert_eq!(t.num_prefixes(), 6);
     }
 
@@ -479,11 +510,18 @@ mod tests {
     }
 
     fn key() -> impl Strategy<Value = Vec<u8>> {
-        prop::collection::vec(prop::sample::select(vec![0u8, 1, b'a', b'b', 200, 255]), 0..5)
+        prop::collection::vec(
+            prop::sample::select(vec![0u8, 1, b'a', b'b', 200, 255]),
+            0..5,
+        )
     }
 
     fn op() -> impl Strategy<Value = Op> {
-        prop_oneof![key().prop_map(Op::Add), key().prop_map(Op::Rm), key().prop_map(Op::Check)]
+        prop_oneof![
+            key().prop_map(Op::Add),
+            key().prop_map(Op::Rm),
+            key().prop_map(Op::Check)
+        ]
     }
 
     proptest! {

@@ -104,6 +104,23 @@ pub struct Connection {
     ttl_deadline: Option<Instant>,
 }
 
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match &self.state {
+            State::Greeting => "greeting".to_string(),
+            State::Handshake(_) => "handshake".to_string(),
+            State::Ready => "ready".to_string(),
+            State::Failed(e) => format!("failed: {e}"),
+        };
+        f.debug_struct("Connection")
+            .field("socket_type", &self.cfg.socket_type)
+            .field("state", &state)
+            .field("peer", &self.peer)
+            .field("pending_output", &self.out.pending())
+            .finish()
+    }
+}
+
 fn nonzero(d: Option<Duration>) -> Option<Duration> {
     d.filter(|d| !d.is_zero())
 }

@@ -120,6 +120,15 @@ fn msg(body: &[u8], more: bool) -> Msg {
 }
 
 #[test]
+fn connection_is_send_and_debug() {
+    fn is_send<T: Send>() {}
+    is_send::<Connection>();
+    is_send::<Event>();
+    let c = Connection::new(cfg(SocketType::Pair), Instant::now());
+    assert!(format!("{c:?}").contains("greeting"));
+}
+
+#[test]
 fn handshake_back_to_back_surfaces_peers() {
     let now = Instant::now();
     let mut ca = cfg(SocketType::Dealer);

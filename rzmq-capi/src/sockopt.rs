@@ -1,0 +1,73 @@
+//! `zmq_setsockopt` and `zmq_getsockopt`.
+//!
+//! Values travel as the raw bytes C passes; rzmq-core's options layer validates them as libzmq
+//! does and [`OptValue::write_to`](rzmq_core::options::OptValue::write_to) applies libzmq's
+//! buffer rules on the way out: `int` options need exactly `sizeof (int)` bytes (the socket-level
+//! ones — `ZMQ_RCVMORE`, `ZMQ_FD`, `ZMQ_EVENTS`, `ZMQ_THREAD_SAFE` — at least that many), strings
+//! are written with their NUL and `*optvallen` includes it, binary values (`ZMQ_ROUTING_ID`)
+//! without; a buffer too small is `EINVAL`.
+
+use std::ffi::{c_int, c_void};
+
+use rzmq_core::Error;
+
+use crate::errno::call;
+use crate::socket::sock_mut;
+
+/// Sets a socket option from `optvallen` bytes at `optval`. A NULL `optval` with length 0 is
+/// allowed (it clears the options libzmq lets clear); NULL with a non-zero length is `EINVAL`.
+///
+/// # Safety
+/// `s` is NULL or a socket handle; `optval` is NULL or readable for `optvallen` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn zmq_setsockopt(s: *mut c_void, option: c_int, optval: *const c_void, optvallen: usize) -> c_int {
+    call(|| {
+        // SAFETY: caller's contract.
+        let sock = unsafe { sock_mut(s) }?;
+        let value: &[u8] = if optval.is_null() {
+            if optvallen != 0 {
+                return Err(Error::Inval);
+            }
+            &[]
+        } else if optvallen == 0 {
+            &[]
+        } else {
+            // SAFETY: optval is readable for optvallen bytes (caller's contract).
+            unsafe { std::slice::from_raw_parts(optval.cast::<u8>(), optvallen) }
+        };
+        sock.set_option_raw(option, value)?;
+        Ok(0)
+    })
+}
+
+/// Reads a socket option into the `*optvallen` bytes at `optval` and sets `*optvallen` to the
+/// length written.
+///
+/// # Safety
+/// `s` is NULL or a socket handle; `optvallen` is NULL or valid; `optval` is NULL or writable
+/// for `*optvallen` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn zmq_getsockopt(s: *mut c_void, option: c_int, optval: *mut c_void, optvallen: *mut usize) -> c_int {
+    call(|| {
+        // SAFETY: caller's contract.
+        let sock = unsafe { sock_mut(s) }?;
+        if optvallen.is_null() {
+            return Err(Error::Fault);
+        }
+        // SAFETY: optvallen is valid (checked non-null; caller's contract).
+        let cap = unsafe { *optvallen };
+        let buf: &mut [u8] = if cap == 0 {
+            &mut []
+        } else if optval.is_null() {
+            return Err(Error::Fault);
+        } else {
+            // SAFETY: optval is writable for cap bytes (caller's contract).
+            unsafe { std::slice::from_raw_parts_mut(optval.cast::<u8>(), cap) }
+        };
+        let value = sock.get_option(option)?;
+        let n = value.write_to(buf)?;
+        // SAFETY: as above.
+        unsafe { *optvallen = n };
+        Ok(0)
+    })
+}

@@ -1,0 +1,358 @@
+//! Small utilities of the C API: `zmq_version`, `zmq_has`, Z85 (`zmq_z85_encode`/`decode`),
+//! CURVE key helpers, atomic counters, the stopwatch, `zmq_sleep` and threads.
+
+use std::ffi::{c_char, c_int, c_ulong, c_void, CStr};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::errno::set_errno;
+use crate::{ZMQ_VERSION_MAJOR, ZMQ_VERSION_MINOR, ZMQ_VERSION_PATCH};
+
+/// Reports the library version (4.3.5); NULL pointers are skipped.
+///
+/// # Safety
+/// Each pointer is NULL or valid for writing an int.
+#[no_mangle]
+pub unsafe extern "C" fn zmq_version(major: *mut c_int, minor: *mut c_int, patch: *mut c_int) {
+    for (p, v) in [(major, ZMQ_VERSION_MAJOR), (minor, ZMQ_VERSION_MINOR), (patch, ZMQ_VERSION_PATCH)] {
+        if !p.is_null() {
+            // SAFETY: non-null and writable (caller's contract).
+            unsafe { *p = v };
+        }
+    }
+}
+
+/// Whether a capability is built: "ipc" yes; "pgm", "tipc", "norm", "vmci", "curve", "gssapi",
+/// "ws", "wss" and "draft" no. Returns 1 or 0.
+///
+/// # Safety
+/// `capability` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn zmq_has(capability: *const c_char) -> c_int {
+    if capability.is_null() {
+        return 0;
+    }
+    // SAFETY: non-null NUL-terminated string (caller's contract).
+    let cap = unsafe { CStr::from_ptr(capability) }.to_bytes();
+    c_int::from(match cap {
+        b"ipc" => true,
+        b"curve" => rzmq_core::options::HAVE_CURVE,
+        _ => false,
+    })
+}
+
+// ----- Z85 (ZeroMQ RFC 32) -------------------------------------------------------------------
+
+/// The Z85 alphabet.
+const Z85_ENCODER: &[u8; 85] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+
+/// Character (minus 32) to value; 0xFF for characters outside the alphabet.
+const Z85_DECODER: [u8; 96] = {
+    let mut t = [0xFFu8; 96];
+    let mut i = 0;
+    while i < 85 {
+        t[(Z85_ENCODER[i] - 32) as usize] = i as u8;
+        i += 1;
+    }
+    t
+};
+
+/// Encodes `data` (a multiple of 4 bytes) as Z85 text, or None.
+pub fn z85_encode(data: &[u8]) -> Option<Vec<u8>> {
+    if data.len() % 4 != 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(data.len() / 4 * 5);
+    for chunk in data.chunks_exact(4) {
+        let mut value = u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+        let mut digits = [0u8; 5];
+        for d in digits.iter_mut().rev() {
+            *d = Z85_ENCODER[(value % 85) as usize];
+            value /= 85;
+        }
+        out.extend_from_slice(&digits);
+    }
+    Some(out)
+}
+
+/// Decodes Z85 text (a non-zero multiple of 5 characters), or None when it is malformed.
+pub fn z85_decode(text: &[u8]) -> Option<Vec<u8>> {
+    if text.len() < 5 || text.len() % 5 != 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(text.len() / 5 * 4);
+    for chunk in text.chunks_exact(5) {
+        let mut value: u32 = 0;
+        for &c in chunk {
+            let idx = c.checked_sub(32)? as usize;
+            let digit = *Z85_DECODER.get(idx)?;
+            if digit == 0xFF {
+                return None;
+            }
+            value = value.checked_mul(85)?.checked_add(u32::from(digit))?;
+        }
+        out.extend_from_slice(&value.to_be_bytes());
+    }
+    Some(out)
+}
+
+/// Encodes `size` bytes (a multiple of 4, else NULL with `EINVAL`) into `dest`, which receives
+/// `size * 5 / 4` characters and a NUL; returns `dest`.
+///
+/// # Safety
+/// `data` is readable for `size` bytes; `dest` is writable for `size * 5 / 4 + 1` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn zmq_z85_encode(dest: *mut c_char, data: *const u8, size: usize) -> *mut c_char {
+    if dest.is_null() || (data.is_null() && size != 0) {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    }
+    let input: &[u8] = if size == 0 {
+        &[]
+    } else {
+        // SAFETY: data is readable for size bytes (caller's contract).
+        unsafe { std::slice::from_raw_parts(data, size) }
+    };
+    let Some(text) = z85_encode(input) else {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    // SAFETY: dest holds size * 5 / 4 + 1 bytes (caller's contract) and does not overlap data.
+    unsafe {
+        std::ptr::copy_nonoverlapping(text.as_ptr(), dest.cast::<u8>(), text.len());
+        *dest.add(text.len()) = 0;
+    }
+    dest
+}
+
+/// Decodes the NUL-terminated Z85 `string` (a non-zero multiple of 5 characters) into `dest`,
+/// which receives `strlen * 4 / 5` bytes; returns `dest`, or NULL with `EINVAL` when the text is
+/// malformed.
+///
+/// # Safety
+/// `string` is a NUL-terminated string; `dest` is writable for `strlen (string) * 4 / 5` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn zmq_z85_decode(dest: *mut u8, string: *const c_char) -> *mut u8 {
+    if dest.is_null() || string.is_null() {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    }
+    // SAFETY: NUL-terminated (caller's contract).
+    let text = unsafe { CStr::from_ptr(string) }.to_bytes();
+    let Some(bytes) = z85_decode(text) else {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    // SAFETY: dest holds strlen * 4 / 5 bytes (caller's contract).
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dest, bytes.len()) };
+    dest
+}
+
+/// Generates a CURVE key pair. This build has no CURVE mechanism, so, as libzmq built without
+/// libsodium, it fails with `ENOTSUP`.
+///
+/// # Safety
+/// Never dereferences its arguments.
+#[no_mangle]
+pub unsafe extern "C" fn zmq_curve_keypair(_z85_public_key: *mut c_char, _z85_secret_key: *mut c_char) -> c_int {
+    set_errno(libc::ENOTSUP);
+    -1
+}
+
+/// Derives a CURVE public key from a secret key: `ENOTSUP` without CURVE, as libzmq.
+///
+/// # Safety
+/// Never dereferences its arguments.
+#[no_mangle]
+pub unsafe extern "C" fn zmq_curve_public(_z85_public_key: *mut c_char, _z85_secret_key: *const c_char) -> c_int {
+    set_errno(libc::ENOTSUP);
+    -1
+}
+
+// ----- atomic counters -----------------------------------------------------------------------
+
+/// The counter behind a handle, or None for NULL.
+///
+/// # Safety
+/// `p` is NULL or a live counter from [`zmq_atomic_counter_new`].
+unsafe fn counter<'a>(p: *mut c_void) -> Option<&'a AtomicI32> {
+    // SAFETY: caller's contract; AtomicI32 is only used through shared references.
+    unsafe { (p as *const AtomicI32).as_ref() }
+}
+
+/// A new atomic counter, starting at 0.
+#[no_mangle]
+pub extern "C" fn zmq_atomic_counter_new() -> *mut c_void {
+    Box::into_raw(Box::new(AtomicI32::new(0))).cast()
+}
+
+/// Sets the counter.
+///
+/// # Safety
+/// `counter_` is NULL or a live counter.
+#[no_mangle]
+pub unsafe extern "C" fn zmq_atomic_counter_set(counter_: *mut c_void, value: c_int) {
+    // SAFETY: caller's contract.
+    if let Some(c) = unsafe { counter(counter_) } {
+        c.store(value, Ordering::SeqCst);
+    }
+}
+
+/// Adds one; returns the value before.
+///
+/// # Safety
+/// As [`zmq_atomic_counter_set`].
+#[no_mangle]
+pub unsafe extern "C" fn zmq_atomic_counter_inc(counter_: *mut c_void) -> c_int {
+    // SAFETY: caller's contract.
+    unsafe { counter(counter_) }.map_or(0, |c| c.fetch_add(1, Ordering::SeqCst))
+}
+
+/// Subtracts one; returns 1 if the counter is still non-zero, 0 if it reached zero.
+///
+/// # Safety
+/// As [`zmq_atomic_counter_set`].
+#[no_mangle]
+pub unsafe extern "C" fn zmq_atomic_counter_dec(counter_: *mut c_void) -> c_int {
+    // SAFETY: caller's contract.
+    unsafe { counter(counter_) }.map_or(0, |c| c_int::from(c.fetch_sub(1, Ordering::SeqCst) - 1 != 0))
+}
+
+/// The counter's value.
+///
+/// # Safety
+/// As [`zmq_atomic_counter_set`].
+#[no_mangle]
+pub unsafe extern "C" fn zmq_atomic_counter_value(counter_: *mut c_void) -> c_int {
+    // SAFETY: caller's contract.
+    unsafe { counter(counter_) }.map_or(0, |c| c.load(Ordering::SeqCst))
+}
+
+/// Frees the counter at `*counter_p` and sets `*counter_p` to NULL.
+///
+/// # Safety
+/// `counter_p` is NULL or points to NULL or a live counter.
+#[no_mangle]
+pub unsafe extern "C" fn zmq_atomic_counter_destroy(counter_p: *mut *mut c_void) {
+    if counter_p.is_null() {
+        return;
+    }
+    // SAFETY: counter_p is valid (caller's contract).
+    let p = unsafe { *counter_p };
+    if !p.is_null() {
+        // SAFETY: p came from Box::into_raw in zmq_atomic_counter_new (caller's contract).
+        drop(unsafe { Box::from_raw(p as *mut AtomicI32) });
+    }
+    // SAFETY: as above.
+    unsafe { *counter_p = std::ptr::null_mut() };
+}
+
+// ----- stopwatch, sleep, threads -------------------------------------------------------------
+
+/// Starts a stopwatch; returns its handle.
+#[no_mangle]
+pub extern "C" fn zmq_stopwatch_start() -> *mut c_void {
+    Box::into_raw(Box::new(Instant::now())).cast()
+}
+
+fn micros(start: &Instant) -> c_ulong {
+    start.elapsed().as_micros().min(c_ulong::MAX as u128) as c_ulong
+}
+
+/// Microseconds since the stopwatch started (0 for NULL).
+///
+/// # Safety
+/// `watch` is NULL or a live stopwatch.
+#[no_mangle]
+pub unsafe extern "C" fn zmq_stopwatch_intermediate(watch: *mut c_void) -> c_ulong {
+    // SAFETY: caller's contract.
+    unsafe { (watch as *const Instant).as_ref() }.map_or(0, micros)
+}
+
+/// Microseconds since the stopwatch started; frees it.
+///
+/// # Safety
+/// `watch` is NULL or a live stopwatch, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn zmq_stopwatch_stop(watch: *mut c_void) -> c_ulong {
+    if watch.is_null() {
+        return 0;
+    }
+    // SAFETY: watch came from Box::into_raw in zmq_stopwatch_start (caller's contract).
+    let w = unsafe { Box::from_raw(watch as *mut Instant) };
+    micros(&w)
+}
+
+/// Sleeps for `seconds` seconds.
+#[no_mangle]
+pub extern "C" fn zmq_sleep(seconds: c_int) {
+    if seconds > 0 {
+        std::thread::sleep(Duration::from_secs(seconds as u64));
+    }
+}
+
+/// The C thread function of `zmq_threadstart`.
+pub type zmq_thread_fn = unsafe extern "C" fn(arg: *mut c_void);
+
+struct ThreadArg(*mut c_void);
+// SAFETY: the caller of zmq_threadstart hands arg to the new thread, as with pthread_create.
+unsafe impl Send for ThreadArg {}
+
+/// Starts a thread running `func(arg)`; returns a handle for [`zmq_threadclose`], or NULL (with
+/// `EINVAL` for a NULL function, or the OS error).
+///
+/// # Safety
+/// `func` is safe to run on another thread with `arg`.
+#[no_mangle]
+pub unsafe extern "C" fn zmq_threadstart(func: Option<zmq_thread_fn>, arg: *mut c_void) -> *mut c_void {
+    let Some(func) = func else {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    let arg = ThreadArg(arg);
+    let spawned = std::thread::Builder::new().spawn(move || {
+        let a = arg;
+        // SAFETY: the caller's function with the caller's argument (contract above).
+        unsafe { func(a.0) }
+    });
+    match spawned {
+        Ok(h) => Box::into_raw(Box::new(h)).cast(),
+        Err(e) => {
+            set_errno(e.raw_os_error().unwrap_or(libc::EAGAIN));
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// Waits for a thread started by [`zmq_threadstart`] to finish and frees its handle.
+///
+/// # Safety
+/// `thread` is NULL or a handle from [`zmq_threadstart`], closed once.
+#[no_mangle]
+pub unsafe extern "C" fn zmq_threadclose(thread: *mut c_void) {
+    if thread.is_null() {
+        return;
+    }
+    // SAFETY: thread came from Box::into_raw in zmq_threadstart (caller's contract).
+    let h = unsafe { Box::from_raw(thread as *mut std::thread::JoinHandle<()>) };
+    let _ = h.join();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn z85_rfc32_example() {
+        let data = [0x86, 0x4F, 0xD2, 0x6F, 0xB5, 0x59, 0xF7, 0x5B];
+        assert_eq!(z85_encode(&data).unwrap(), b"HelloWorld");
+        assert_eq!(z85_decode(b"HelloWorld").unwrap(), data);
+        assert!(z85_decode(b"Hello").is_some());
+        assert!(z85_decode(b"Hell").is_none());
+        assert!(z85_decode(b"").is_none());
+        assert!(z85_decode(b"Hell\"").is_none());
+        // "%%%%%" is 84 * (85^4 + ... + 1) = 85^5 - 1 > u32::MAX.
+        assert!(z85_decode(b"%%%%%").is_none());
+        assert!(z85_encode(&[1, 2, 3]).is_none());
+    }
+}
