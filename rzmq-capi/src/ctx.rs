@@ -37,7 +37,10 @@ pub(crate) unsafe fn ctx_ref<'a>(p: *mut c_void) -> Result<&'a Context, Error> {
 #[no_mangle]
 pub extern "C" fn zmq_ctx_new() -> *mut c_void {
     call_or(std::ptr::null_mut(), || {
-        let h = Box::new(CtxHandle { tag: AtomicU32::new(CTX_TAG), ctx: Context::new() });
+        let h = Box::new(CtxHandle {
+            tag: AtomicU32::new(CTX_TAG),
+            ctx: Context::new(),
+        });
         Ok(Box::into_raw(h).cast())
     })
 }

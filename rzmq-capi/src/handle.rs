@@ -31,7 +31,7 @@ static GRAVEYARD: Mutex<VecDeque<Box<dyn Send>>> = Mutex::new(VecDeque::new());
 /// `p` must be NULL or point to readable memory of at least 4 bytes (any handle this library
 /// returned, live or parked, qualifies).
 pub(crate) unsafe fn tag_of(p: *const c_void) -> Option<u32> {
-    if p.is_null() || (p as usize) % std::mem::align_of::<AtomicU32>() != 0 {
+    if p.is_null() || !(p as *const AtomicU32).is_aligned() {
         return None;
     }
     // SAFETY: non-null, aligned, and readable per the caller's contract; every handle starts
@@ -51,7 +51,8 @@ pub(crate) unsafe fn kill(p: *const c_void, live: u32) -> bool {
     }
     // SAFETY: checked non-null and aligned by tag_of; the tag is the first field.
     let tag = unsafe { &*(p as *const AtomicU32) };
-    tag.compare_exchange(live, DEAD_TAG, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    tag.compare_exchange(live, DEAD_TAG, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
 }
 
 /// Parks a closed handle; frees the oldest parked one when the graveyard is full.

@@ -4,17 +4,17 @@
 //! signatures, return values and `errno` values; `include/zmq.h` declares them for C callers.
 //! One file per face of the API:
 //!
-//! - [`errno`]: `zmq_errno`, `zmq_strerror` and the helpers that turn `Result`s into `-1` + errno;
-//! - [`ctx`]: contexts (`zmq_ctx_*`, `zmq_init`, `zmq_term`);
-//! - [`socket`]: socket handles, bind/connect, send/recv (`zmq_send`, `zmq_recv`, iov variants);
-//! - [`sockopt`]: `zmq_setsockopt`/`zmq_getsockopt` with libzmq's buffer rules;
-//! - [`msg`]: `zmq_msg_t` (an rzmq [`Msg`](rzmq_core::Msg) kept in place plus a liveness tag);
-//! - [`poll`]: `zmq_poll` over sockets and raw file descriptors;
-//! - [`proxy`]: `zmq_proxy`, `zmq_proxy_steerable`, `zmq_device`;
-//! - [`monitor`]: `zmq_socket_monitor`;
-//! - [`utils`]: version, capabilities, Z85, CURVE key helpers, atomic counters, stopwatch,
+//! - [`errno`], `zmq_errno`, `zmq_strerror` and the helpers that turn `Result`s into `-1` + errno;
+//! - [`ctx`], contexts (`zmq_ctx_*`, `zmq_init`, `zmq_term`);
+//! - [`socket`], socket handles, bind/connect, send/recv (`zmq_send`, `zmq_recv`, iov variants);
+//! - [`sockopt`], `zmq_setsockopt`/`zmq_getsockopt` with libzmq's buffer rules;
+//! - [`msg`], `zmq_msg_t` (an rzmq [`Msg`](rzmq_core::Msg) kept in place plus a liveness tag);
+//! - [`poll`], `zmq_poll` over sockets and raw file descriptors;
+//! - [`proxy`], `zmq_proxy`, `zmq_proxy_steerable`, `zmq_device`;
+//! - [`monitor`], `zmq_socket_monitor`;
+//! - [`utils`], version, capabilities, Z85, CURVE key helpers, atomic counters, stopwatch,
 //!   sleep and threads;
-//! - [`timers`]: `zmq_timers_*`.
+//! - [`timers`], `zmq_timers_*`.
 //!
 //! # Safety contract shared by every function
 //!

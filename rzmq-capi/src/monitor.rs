@@ -18,7 +18,11 @@ use crate::socket::{c_str, sock_mut};
 /// `s` is NULL or a socket handle owned by the calling thread; `addr` is NULL or a
 /// NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn zmq_socket_monitor(s: *mut c_void, addr: *const c_char, events: c_int) -> c_int {
+pub unsafe extern "C" fn zmq_socket_monitor(
+    s: *mut c_void,
+    addr: *const c_char,
+    events: c_int,
+) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
         let sock = unsafe { sock_mut(s) }?;

@@ -45,7 +45,7 @@ const _: () = assert!(MSG_SIZE <= TAG_OFFSET);
 const _: () = assert!(std::mem::align_of::<Msg>() <= std::mem::align_of::<zmq_msg_t>());
 
 fn aligned(m: *const zmq_msg_t) -> bool {
-    !m.is_null() && (m as usize) % std::mem::align_of::<zmq_msg_t>() == 0
+    !m.is_null() && m.is_aligned()
 }
 
 /// The message's tag, or None for NULL/misaligned pointers.
@@ -171,7 +171,11 @@ pub unsafe extern "C" fn zmq_msg_init_size(msg: *mut zmq_msg_t, size: usize) -> 
         if !aligned(msg) {
             return Err(Error::Fault);
         }
-        let m = if size <= rzmq_core::msg::INLINE_CAP { Msg::with_size(size) } else { Msg::from_vec(alloc_zeroed(size)?) };
+        let m = if size <= rzmq_core::msg::INLINE_CAP {
+            Msg::with_size(size)
+        } else {
+            Msg::from_vec(alloc_zeroed(size)?)
+        };
         // SAFETY: caller's contract.
         unsafe { init_with(msg, m) }
     })
@@ -226,7 +230,12 @@ pub unsafe extern "C" fn zmq_msg_init_data(
 ///
 /// # Safety
 /// As [`zmq_msg_init_data`].
-pub(crate) unsafe fn external(data: *mut c_void, size: usize, ffn: Option<zmq_free_fn>, hint: *mut c_void) -> Msg {
+pub(crate) unsafe fn external(
+    data: *mut c_void,
+    size: usize,
+    ffn: Option<zmq_free_fn>,
+    hint: *mut c_void,
+) -> Msg {
     match ffn {
         Some(ffn) => {
             let rel = Release { ffn, data, hint };
@@ -312,7 +321,9 @@ pub unsafe extern "C" fn zmq_msg_copy(dest: *mut zmq_msg_t, src: *mut zmq_msg_t)
 #[no_mangle]
 pub unsafe extern "C" fn zmq_msg_data(msg: *mut zmq_msg_t) -> *mut c_void {
     // SAFETY: caller's contract.
-    call_or(std::ptr::null_mut(), || Ok(unsafe { msg_mut(msg) }?.data_ptr().cast()))
+    call_or(std::ptr::null_mut(), || {
+        Ok(unsafe { msg_mut(msg) }?.data_ptr().cast())
+    })
 }
 
 /// The message's size in bytes (0 with `EFAULT` when not initialised).
@@ -359,7 +370,11 @@ pub unsafe extern "C" fn zmq_msg_get(msg: *const zmq_msg_t, property: c_int) -> 
 
 /// C's `atoi`: leading spaces, a sign, digits; anything else ends the number.
 fn atoi(s: &[u8]) -> c_int {
-    let mut it = s.iter().copied().skip_while(|c| c.is_ascii_whitespace()).peekable();
+    let mut it = s
+        .iter()
+        .copied()
+        .skip_while(|c| c.is_ascii_whitespace())
+        .peekable();
     let neg = match it.peek() {
         Some(b'-') => {
             it.next();
@@ -384,7 +399,11 @@ fn atoi(s: &[u8]) -> c_int {
 /// # Safety
 /// Never dereferences its arguments.
 #[no_mangle]
-pub unsafe extern "C" fn zmq_msg_set(_msg: *mut zmq_msg_t, _property: c_int, _optval: c_int) -> c_int {
+pub unsafe extern "C" fn zmq_msg_set(
+    _msg: *mut zmq_msg_t,
+    _property: c_int,
+    _optval: c_int,
+) -> c_int {
     set_errno(libc::EINVAL);
     -1
 }
@@ -396,7 +415,10 @@ pub unsafe extern "C" fn zmq_msg_set(_msg: *mut zmq_msg_t, _property: c_int, _op
 /// # Safety
 /// `msg` as [`zmq_msg_init`]; `property` is NULL or a NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn zmq_msg_gets(msg: *const zmq_msg_t, property: *const c_char) -> *const c_char {
+pub unsafe extern "C" fn zmq_msg_gets(
+    msg: *const zmq_msg_t,
+    property: *const c_char,
+) -> *const c_char {
     call_or(std::ptr::null(), || {
         // SAFETY: caller's contract.
         let m = unsafe { msg_ref(msg) }?;
@@ -404,7 +426,9 @@ pub unsafe extern "C" fn zmq_msg_gets(msg: *const zmq_msg_t, property: *const c_
             return Err(Error::Inval);
         }
         // SAFETY: property is a non-null NUL-terminated string (caller's contract).
-        let name = unsafe { CStr::from_ptr(property) }.to_str().map_err(|_| Error::Inval)?;
+        let name = unsafe { CStr::from_ptr(property) }
+            .to_str()
+            .map_err(|_| Error::Inval)?;
         let md = m.metadata().ok_or(Error::Inval)?;
         let v = md
             .get_with_nul(name)

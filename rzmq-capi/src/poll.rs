@@ -63,12 +63,20 @@ impl Pollable for RawSocket {
 /// `items` is NULL or points to `nitems` writable `zmq_pollitem_t`s whose socket fields are NULL
 /// or socket handles owned by the calling thread.
 #[no_mangle]
-pub unsafe extern "C" fn zmq_poll(items: *mut zmq_pollitem_t, nitems: c_int, timeout: c_long) -> c_int {
+pub unsafe extern "C" fn zmq_poll(
+    items: *mut zmq_pollitem_t,
+    nitems: c_int,
+    timeout: c_long,
+) -> c_int {
     call(|| {
         if nitems < 0 {
             return Err(Error::Inval);
         }
-        let timeout = if timeout < 0 { None } else { Some(Duration::from_millis(timeout as u64)) };
+        let timeout = if timeout < 0 {
+            None
+        } else {
+            Some(Duration::from_millis(timeout as u64))
+        };
         if nitems == 0 {
             match timeout {
                 Some(t) if t.is_zero() => {}
@@ -96,7 +104,12 @@ pub unsafe extern "C" fn zmq_poll(items: *mut zmq_pollitem_t, nitems: c_int, tim
             .zip(raws.iter_mut())
             .map(|(it, raw)| {
                 if it.socket.is_null() {
-                    PollItem { socket: None, fd: it.fd, events: it.events, revents: 0 }
+                    PollItem {
+                        socket: None,
+                        fd: it.fd,
+                        events: it.events,
+                        revents: 0,
+                    }
                 } else {
                     PollItem::socket(raw, it.events)
                 }

@@ -53,7 +53,11 @@ fn forward_self(sock: &mut Socket, capture: &mut Option<&mut Socket>) -> Result<
 }
 
 /// The proxy loop for frontend == backend, with libzmq's control commands.
-fn proxy_single(sock: &mut Socket, mut capture: Option<&mut Socket>, mut control: Option<&mut Socket>) -> Result<(), Error> {
+fn proxy_single(
+    sock: &mut Socket,
+    mut capture: Option<&mut Socket>,
+    mut control: Option<&mut Socket>,
+) -> Result<(), Error> {
     let mut paused = false;
     loop {
         let (sin, cin) = {
@@ -62,7 +66,10 @@ fn proxy_single(sock: &mut Socket, mut capture: Option<&mut Socket>, mut control
                 items.push(PollItem::socket(c, ZMQ_POLLIN));
             }
             poll(&mut items, None)?;
-            (items[0].revents & ZMQ_POLLIN != 0, items.len() > 1 && items[1].revents & ZMQ_POLLIN != 0)
+            (
+                items[0].revents & ZMQ_POLLIN != 0,
+                items.len() > 1 && items[1].revents & ZMQ_POLLIN != 0,
+            )
         };
         if cin {
             let c = control.as_deref_mut().ok_or(Error::Inval)?;
@@ -75,7 +82,8 @@ fn proxy_single(sock: &mut Socket, mut capture: Option<&mut Socket>, mut control
                     // Counters are not kept for the single-socket form; report zeros.
                     for i in 0..8 {
                         let flags = if i < 7 { SNDMORE } else { 0 };
-                        c.send_msg(Msg::copy_from(&0u64.to_ne_bytes()), flags).map_err(|(_, e)| e)?;
+                        c.send_msg(Msg::copy_from(&0u64.to_ne_bytes()), flags)
+                            .map_err(|(_, e)| e)?;
                     }
                 }
                 _ => return Err(Error::Inval),
@@ -95,12 +103,21 @@ fn proxy_single(sock: &mut Socket, mut capture: Option<&mut Socket>, mut control
 ///
 /// # Safety
 /// Each pointer is NULL or a socket handle owned by the calling thread.
-unsafe fn run(frontend: *mut c_void, backend: *mut c_void, capture: *mut c_void, control: *mut c_void) -> Result<c_int, Error> {
+unsafe fn run(
+    frontend: *mut c_void,
+    backend: *mut c_void,
+    capture: *mut c_void,
+    control: *mut c_void,
+) -> Result<c_int, Error> {
     if frontend.is_null() || backend.is_null() {
         return Err(Error::Fault);
     }
     let others = [capture, control];
-    if others.iter().any(|p| !p.is_null() && (*p == frontend || *p == backend)) || (!capture.is_null() && capture == control) {
+    if others
+        .iter()
+        .any(|p| !p.is_null() && (*p == frontend || *p == backend))
+        || (!capture.is_null() && capture == control)
+    {
         return Err(Error::Inval);
     }
     // SAFETY: the four handles are pairwise distinct (checked above, except frontend/backend,
@@ -125,7 +142,11 @@ unsafe fn run(frontend: *mut c_void, backend: *mut c_void, capture: *mut c_void,
 /// # Safety
 /// Each pointer is NULL (capture only) or a socket handle owned by the calling thread.
 #[no_mangle]
-pub unsafe extern "C" fn zmq_proxy(frontend: *mut c_void, backend: *mut c_void, capture: *mut c_void) -> c_int {
+pub unsafe extern "C" fn zmq_proxy(
+    frontend: *mut c_void,
+    backend: *mut c_void,
+    capture: *mut c_void,
+) -> c_int {
     // SAFETY: forwarded contract.
     call(|| unsafe { run(frontend, backend, capture, std::ptr::null_mut()) })
 }
@@ -151,7 +172,18 @@ pub unsafe extern "C" fn zmq_proxy_steerable(
 /// # Safety
 /// As [`zmq_proxy`].
 #[no_mangle]
-pub unsafe extern "C" fn zmq_device(_type: c_int, frontend: *mut c_void, backend: *mut c_void) -> c_int {
+pub unsafe extern "C" fn zmq_device(
+    _type: c_int,
+    frontend: *mut c_void,
+    backend: *mut c_void,
+) -> c_int {
     // SAFETY: forwarded contract.
-    call(|| unsafe { run(frontend, backend, std::ptr::null_mut(), std::ptr::null_mut()) })
+    call(|| unsafe {
+        run(
+            frontend,
+            backend,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    })
 }

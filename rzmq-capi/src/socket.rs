@@ -50,7 +50,9 @@ pub(crate) unsafe fn c_str<'a>(p: *const c_char) -> Result<&'a str, Error> {
         return Err(Error::Inval);
     }
     // SAFETY: non-null NUL-terminated string (caller's contract).
-    unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| Error::Inval)
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| Error::Inval)
 }
 
 /// Creates a socket of `type_` in context `ctx` (`EFAULT` for a bad context, `EINVAL` for an
@@ -65,7 +67,10 @@ pub unsafe extern "C" fn zmq_socket(ctx: *mut c_void, type_: c_int) -> *mut c_vo
         let c = unsafe { ctx_ref(ctx) }?;
         let ty = SocketType::from_raw(type_)?;
         let sock = c.socket(ty)?;
-        let h = Box::new(SocketHandle { tag: AtomicU32::new(SOCKET_TAG), sock: UnsafeCell::new(Some(sock)) });
+        let h = Box::new(SocketHandle {
+            tag: AtomicU32::new(SOCKET_TAG),
+            sock: UnsafeCell::new(Some(sock)),
+        });
         Ok(Box::into_raw(h).cast())
     })
 }
@@ -172,7 +177,12 @@ fn send(sock: &mut Socket, m: Msg, flags: c_int) -> Result<c_int, (Msg, Error)> 
 /// # Safety
 /// `s` as [`zmq_close`]; `buf` is valid for `len` bytes (NULL allowed when `len` is 0).
 #[no_mangle]
-pub unsafe extern "C" fn zmq_send(s: *mut c_void, buf: *const c_void, len: usize, flags: c_int) -> c_int {
+pub unsafe extern "C" fn zmq_send(
+    s: *mut c_void,
+    buf: *const c_void,
+    len: usize,
+    flags: c_int,
+) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
         let sock = unsafe { sock_mut(s) }?;
@@ -194,7 +204,12 @@ pub unsafe extern "C" fn zmq_send(s: *mut c_void, buf: *const c_void, len: usize
 /// # Safety
 /// As [`zmq_send`], and `buf` outlives the message.
 #[no_mangle]
-pub unsafe extern "C" fn zmq_send_const(s: *mut c_void, buf: *const c_void, len: usize, flags: c_int) -> c_int {
+pub unsafe extern "C" fn zmq_send_const(
+    s: *mut c_void,
+    buf: *const c_void,
+    len: usize,
+    flags: c_int,
+) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
         let sock = unsafe { sock_mut(s) }?;
@@ -213,7 +228,12 @@ pub unsafe extern "C" fn zmq_send_const(s: *mut c_void, buf: *const c_void, len:
 /// # Safety
 /// `s` as [`zmq_close`]; `buf` is valid for writes of `len` bytes (NULL allowed when `len` is 0).
 #[no_mangle]
-pub unsafe extern "C" fn zmq_recv(s: *mut c_void, buf: *mut c_void, len: usize, flags: c_int) -> c_int {
+pub unsafe extern "C" fn zmq_recv(
+    s: *mut c_void,
+    buf: *mut c_void,
+    len: usize,
+    flags: c_int,
+) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
         let sock = unsafe { sock_mut(s) }?;
@@ -306,7 +326,12 @@ pub unsafe extern "C" fn zmq_recvmsg(s: *mut c_void, msg: *mut zmq_msg_t, flags:
 /// # Safety
 /// `s` as [`zmq_close`]; `iov` is NULL or points to `count` iovecs whose buffers are readable.
 #[no_mangle]
-pub unsafe extern "C" fn zmq_sendiov(s: *mut c_void, iov: *mut libc::iovec, count: usize, flags: c_int) -> c_int {
+pub unsafe extern "C" fn zmq_sendiov(
+    s: *mut c_void,
+    iov: *mut libc::iovec,
+    count: usize,
+    flags: c_int,
+) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
         let sock = unsafe { sock_mut(s) }?;
@@ -325,7 +350,11 @@ pub unsafe extern "C" fn zmq_sendiov(s: *mut c_void, iov: *mut libc::iovec, coun
                 // SAFETY: each iovec describes a readable buffer (caller's contract).
                 unsafe { std::slice::from_raw_parts(v.iov_base.cast(), v.iov_len) }
             };
-            let f = if i + 1 == count { flags & !SNDMORE } else { flags };
+            let f = if i + 1 == count {
+                flags & !SNDMORE
+            } else {
+                flags
+            };
             rc = send(sock, Msg::copy_from(data), f).map_err(|(_, e)| e)?;
         }
         Ok(rc)
@@ -338,7 +367,12 @@ pub unsafe extern "C" fn zmq_sendiov(s: *mut c_void, iov: *mut libc::iovec, coun
 /// # Safety
 /// `s` as [`zmq_close`]; `count` is NULL or valid; `iov` is NULL or points to `*count` iovecs.
 #[no_mangle]
-pub unsafe extern "C" fn zmq_recviov(s: *mut c_void, iov: *mut libc::iovec, count: *mut usize, flags: c_int) -> c_int {
+pub unsafe extern "C" fn zmq_recviov(
+    s: *mut c_void,
+    iov: *mut libc::iovec,
+    count: *mut usize,
+    flags: c_int,
+) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
         let sock = unsafe { sock_mut(s) }?;

@@ -9,6 +9,7 @@
 
 use std::ffi::{c_int, c_void};
 
+use rzmq_core::options::{self, OptValue};
 use rzmq_core::Error;
 
 use crate::errno::call;
@@ -20,7 +21,12 @@ use crate::socket::sock_mut;
 /// # Safety
 /// `s` is NULL or a socket handle; `optval` is NULL or readable for `optvallen` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn zmq_setsockopt(s: *mut c_void, option: c_int, optval: *const c_void, optvallen: usize) -> c_int {
+pub unsafe extern "C" fn zmq_setsockopt(
+    s: *mut c_void,
+    option: c_int,
+    optval: *const c_void,
+    optvallen: usize,
+) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
         let sock = unsafe { sock_mut(s) }?;
@@ -47,7 +53,12 @@ pub unsafe extern "C" fn zmq_setsockopt(s: *mut c_void, option: c_int, optval: *
 /// `s` is NULL or a socket handle; `optvallen` is NULL or valid; `optval` is NULL or writable
 /// for `*optvallen` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn zmq_getsockopt(s: *mut c_void, option: c_int, optval: *mut c_void, optvallen: *mut usize) -> c_int {
+pub unsafe extern "C" fn zmq_getsockopt(
+    s: *mut c_void,
+    option: c_int,
+    optval: *mut c_void,
+    optvallen: *mut usize,
+) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
         let sock = unsafe { sock_mut(s) }?;
@@ -64,7 +75,12 @@ pub unsafe extern "C" fn zmq_getsockopt(s: *mut c_void, option: c_int, optval: *
             // SAFETY: optval is writable for cap bytes (caller's contract).
             unsafe { std::slice::from_raw_parts_mut(optval.cast::<u8>(), cap) }
         };
-        let value = sock.get_option(option)?;
+        let value = match sock.get_option(option)? {
+            // The socket answers these with do_getsockopt<int> in libzmq: any buffer of at
+            // least sizeof (int) will do.
+            OptValue::Int(v) if options::is_socket_level(option) => OptValue::IntRelaxed(v),
+            v => v,
+        };
         let n = value.write_to(buf)?;
         // SAFETY: as above.
         unsafe { *optvallen = n };

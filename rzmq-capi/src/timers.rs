@@ -47,7 +47,10 @@ impl State {
     }
 
     fn find(&self, id: c_int) -> Option<(u64, u64)> {
-        self.by_due.iter().find(|(_, t)| t.id == id).map(|(k, _)| *k)
+        self.by_due
+            .iter()
+            .find(|(_, t)| t.id == id)
+            .map(|(k, _)| *k)
     }
 
     /// Moves timer `id` to "now + interval" (with a new interval if given).
@@ -91,7 +94,12 @@ unsafe fn timers<'a>(p: *mut c_void) -> Result<&'a Timers, Error> {
 pub extern "C" fn zmq_timers_new() -> *mut c_void {
     let t = Box::new(Timers {
         tag: AtomicU32::new(TIMERS_TAG),
-        state: RefCell::new(State { epoch: Instant::now(), next_id: 0, seq: 0, by_due: BTreeMap::new() }),
+        state: RefCell::new(State {
+            epoch: Instant::now(),
+            next_id: 0,
+            seq: 0,
+            by_due: BTreeMap::new(),
+        }),
         executing: Cell::new(0),
     });
     Box::into_raw(t).cast()
@@ -143,7 +151,15 @@ pub unsafe extern "C" fn zmq_timers_add(
         s.next_id += 1;
         let id = s.next_id;
         let due = s.now_ms().saturating_add(interval as u64);
-        s.insert(due, Timer { id, interval, handler, arg });
+        s.insert(
+            due,
+            Timer {
+                id,
+                interval,
+                handler,
+                arg,
+            },
+        );
         Ok(id)
     })
 }
@@ -169,11 +185,18 @@ pub unsafe extern "C" fn zmq_timers_cancel(timers_: *mut c_void, timer_id: c_int
 /// # Safety
 /// `timers_` is NULL or a timer set.
 #[no_mangle]
-pub unsafe extern "C" fn zmq_timers_set_interval(timers_: *mut c_void, timer_id: c_int, interval: usize) -> c_int {
+pub unsafe extern "C" fn zmq_timers_set_interval(
+    timers_: *mut c_void,
+    timer_id: c_int,
+    interval: usize,
+) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
         let t = unsafe { timers(timers_) }?;
-        t.state.try_borrow_mut().map_err(|_| Error::Fault)?.rearm(timer_id, Some(interval))?;
+        t.state
+            .try_borrow_mut()
+            .map_err(|_| Error::Fault)?
+            .rearm(timer_id, Some(interval))?;
         Ok(0)
     })
 }
@@ -187,7 +210,10 @@ pub unsafe extern "C" fn zmq_timers_reset(timers_: *mut c_void, timer_id: c_int)
     call(|| {
         // SAFETY: caller's contract.
         let t = unsafe { timers(timers_) }?;
-        t.state.try_borrow_mut().map_err(|_| Error::Fault)?.rearm(timer_id, None)?;
+        t.state
+            .try_borrow_mut()
+            .map_err(|_| Error::Fault)?
+            .rearm(timer_id, None)?;
         Ok(0)
     })
 }
@@ -224,7 +250,10 @@ pub unsafe extern "C" fn zmq_timers_execute(timers_: *mut c_void) -> c_int {
         let (now, due): (u64, Vec<(u64, u64)>) = {
             let s = t.state.try_borrow().map_err(|_| Error::Fault)?;
             let now = s.now_ms();
-            (now, s.by_due.range(..(now + 1, 0)).map(|(k, _)| *k).collect())
+            (
+                now,
+                s.by_due.range(..(now + 1, 0)).map(|(k, _)| *k).collect(),
+            )
         };
         t.executing.set(t.executing.get() + 1);
         struct Done<'a>(&'a Cell<u32>);
@@ -236,7 +265,9 @@ pub unsafe extern "C" fn zmq_timers_execute(timers_: *mut c_void) -> c_int {
         let _done = Done(&t.executing);
         for key in due {
             // Skip timers cancelled or re-armed by an earlier handler.
-            let Some(timer) = t.state.borrow().by_due.get(&key).copied() else { continue };
+            let Some(timer) = t.state.borrow().by_due.get(&key).copied() else {
+                continue;
+            };
             // No borrow is held while the handler runs: it may use this timer set.
             // SAFETY: the caller registered handler for arg (zmq_timers_add's contract).
             unsafe { (timer.handler)(timer.id, timer.arg) };

@@ -14,7 +14,11 @@ use crate::{ZMQ_VERSION_MAJOR, ZMQ_VERSION_MINOR, ZMQ_VERSION_PATCH};
 /// Each pointer is NULL or valid for writing an int.
 #[no_mangle]
 pub unsafe extern "C" fn zmq_version(major: *mut c_int, minor: *mut c_int, patch: *mut c_int) {
-    for (p, v) in [(major, ZMQ_VERSION_MAJOR), (minor, ZMQ_VERSION_MINOR), (patch, ZMQ_VERSION_PATCH)] {
+    for (p, v) in [
+        (major, ZMQ_VERSION_MAJOR),
+        (minor, ZMQ_VERSION_MINOR),
+        (patch, ZMQ_VERSION_PATCH),
+    ] {
         if !p.is_null() {
             // SAFETY: non-null and writable (caller's contract).
             unsafe { *p = v };
@@ -44,7 +48,8 @@ pub unsafe extern "C" fn zmq_has(capability: *const c_char) -> c_int {
 // ----- Z85 (ZeroMQ RFC 32) -------------------------------------------------------------------
 
 /// The Z85 alphabet.
-const Z85_ENCODER: &[u8; 85] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+const Z85_ENCODER: &[u8; 85] =
+    b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
 
 /// Character (minus 32) to value; 0xFF for characters outside the alphabet.
 const Z85_DECODER: [u8; 96] = {
@@ -59,11 +64,12 @@ const Z85_DECODER: [u8; 96] = {
 
 /// Encodes `data` (a multiple of 4 bytes) as Z85 text, or None.
 pub fn z85_encode(data: &[u8]) -> Option<Vec<u8>> {
-    if data.len() % 4 != 0 {
+    let chunks = data.chunks_exact(4);
+    if !chunks.remainder().is_empty() {
         return None;
     }
     let mut out = Vec::with_capacity(data.len() / 4 * 5);
-    for chunk in data.chunks_exact(4) {
+    for chunk in chunks {
         let mut value = u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
         let mut digits = [0u8; 5];
         for d in digits.iter_mut().rev() {
@@ -77,11 +83,12 @@ pub fn z85_encode(data: &[u8]) -> Option<Vec<u8>> {
 
 /// Decodes Z85 text (a non-zero multiple of 5 characters), or None when it is malformed.
 pub fn z85_decode(text: &[u8]) -> Option<Vec<u8>> {
-    if text.len() < 5 || text.len() % 5 != 0 {
+    let chunks = text.chunks_exact(5);
+    if text.is_empty() || !chunks.remainder().is_empty() {
         return None;
     }
     let mut out = Vec::with_capacity(text.len() / 5 * 4);
-    for chunk in text.chunks_exact(5) {
+    for chunk in chunks {
         let mut value: u32 = 0;
         for &c in chunk {
             let idx = c.checked_sub(32)? as usize;
@@ -102,7 +109,11 @@ pub fn z85_decode(text: &[u8]) -> Option<Vec<u8>> {
 /// # Safety
 /// `data` is readable for `size` bytes; `dest` is writable for `size * 5 / 4 + 1` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn zmq_z85_encode(dest: *mut c_char, data: *const u8, size: usize) -> *mut c_char {
+pub unsafe extern "C" fn zmq_z85_encode(
+    dest: *mut c_char,
+    data: *const u8,
+    size: usize,
+) -> *mut c_char {
     if dest.is_null() || (data.is_null() && size != 0) {
         set_errno(libc::EINVAL);
         return std::ptr::null_mut();
@@ -154,7 +165,10 @@ pub unsafe extern "C" fn zmq_z85_decode(dest: *mut u8, string: *const c_char) ->
 /// # Safety
 /// Never dereferences its arguments.
 #[no_mangle]
-pub unsafe extern "C" fn zmq_curve_keypair(_z85_public_key: *mut c_char, _z85_secret_key: *mut c_char) -> c_int {
+pub unsafe extern "C" fn zmq_curve_keypair(
+    _z85_public_key: *mut c_char,
+    _z85_secret_key: *mut c_char,
+) -> c_int {
     set_errno(libc::ENOTSUP);
     -1
 }
@@ -164,7 +178,10 @@ pub unsafe extern "C" fn zmq_curve_keypair(_z85_public_key: *mut c_char, _z85_se
 /// # Safety
 /// Never dereferences its arguments.
 #[no_mangle]
-pub unsafe extern "C" fn zmq_curve_public(_z85_public_key: *mut c_char, _z85_secret_key: *const c_char) -> c_int {
+pub unsafe extern "C" fn zmq_curve_public(
+    _z85_public_key: *mut c_char,
+    _z85_secret_key: *const c_char,
+) -> c_int {
     set_errno(libc::ENOTSUP);
     -1
 }
@@ -215,7 +232,9 @@ pub unsafe extern "C" fn zmq_atomic_counter_inc(counter_: *mut c_void) -> c_int 
 #[no_mangle]
 pub unsafe extern "C" fn zmq_atomic_counter_dec(counter_: *mut c_void) -> c_int {
     // SAFETY: caller's contract.
-    unsafe { counter(counter_) }.map_or(0, |c| c_int::from(c.fetch_sub(1, Ordering::SeqCst) - 1 != 0))
+    unsafe { counter(counter_) }.map_or(0, |c| {
+        c_int::from(c.fetch_sub(1, Ordering::SeqCst) - 1 != 0)
+    })
 }
 
 /// The counter's value.
@@ -298,19 +317,35 @@ struct ThreadArg(*mut c_void);
 // SAFETY: the caller of zmq_threadstart hands arg to the new thread, as with pthread_create.
 unsafe impl Send for ThreadArg {}
 
+/// Blocks every signal in the calling thread, as libzmq does in the threads it starts, so that
+/// signals go to the application's own threads.
+fn block_signals() {
+    // SAFETY: set is a local sigset_t initialised by sigfillset before use; pthread_sigmask
+    // only changes the calling thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut set);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
 /// Starts a thread running `func(arg)`; returns a handle for [`zmq_threadclose`], or NULL (with
 /// `EINVAL` for a NULL function, or the OS error).
 ///
 /// # Safety
 /// `func` is safe to run on another thread with `arg`.
 #[no_mangle]
-pub unsafe extern "C" fn zmq_threadstart(func: Option<zmq_thread_fn>, arg: *mut c_void) -> *mut c_void {
+pub unsafe extern "C" fn zmq_threadstart(
+    func: Option<zmq_thread_fn>,
+    arg: *mut c_void,
+) -> *mut c_void {
     let Some(func) = func else {
         set_errno(libc::EINVAL);
         return std::ptr::null_mut();
     };
     let arg = ThreadArg(arg);
     let spawned = std::thread::Builder::new().spawn(move || {
+        block_signals();
         let a = arg;
         // SAFETY: the caller's function with the caller's argument (contract above).
         unsafe { func(a.0) }

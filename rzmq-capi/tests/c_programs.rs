@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 
 /// The workspace root (this crate's parent).
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// The cdylib cargo built next to this test binary (`target/<profile>/libzmq.so`).
@@ -29,8 +32,18 @@ fn cdylib() -> PathBuf {
 }
 
 fn compiler() -> Option<String> {
-    let candidates = std::env::var("CC").ok().into_iter().chain(["cc", "gcc", "clang"].map(String::from));
-    candidates.into_iter().find(|cc| Command::new(cc).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success()))
+    let candidates = std::env::var("CC")
+        .ok()
+        .into_iter()
+        .chain(["cc", "gcc", "clang"].map(String::from));
+    candidates.into_iter().find(|cc| {
+        Command::new(cc)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
 }
 
 /// A directory with libzmq.so and libzmq.so.5 linking to our cdylib.
@@ -47,18 +60,30 @@ fn lib_dir(scratch: &Path) -> PathBuf {
 }
 
 fn run_with_timeout(mut cmd: Command, limit: Duration) -> (bool, String) {
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn test program");
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn test program");
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
             let out = child.wait_with_output().unwrap();
-            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
             return (status.success(), format!("{status}\n{text}"));
         }
         if start.elapsed() > limit {
             let _ = child.kill();
             let out = child.wait_with_output().unwrap();
-            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
             return (false, format!("timed out after {limit:?}\n{text}"));
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -68,7 +93,9 @@ fn run_with_timeout(mut cmd: Command, limit: Duration) -> (bool, String) {
 #[test]
 fn c_smoke_tests() {
     let Some(cc) = compiler() else {
-        eprintln!("SKIPPED: no C compiler found (set CC); the C smoke tests in tests/c did not run");
+        eprintln!(
+            "SKIPPED: no C compiler found (set CC); the C smoke tests in tests/c did not run"
+        );
         return;
     };
     let root = workspace();
@@ -83,7 +110,11 @@ fn c_smoke_tests() {
         .filter(|p| p.extension().is_some_and(|e| e == "c"))
         .collect();
     programs.sort();
-    assert!(programs.len() >= 6, "expected the C programs in {}", src_dir.display());
+    assert!(
+        programs.len() >= 6,
+        "expected the C programs in {}",
+        src_dir.display()
+    );
 
     let mut failures = Vec::new();
     for src in &programs {
@@ -103,7 +134,10 @@ fn c_smoke_tests() {
             .output()
             .unwrap();
         if !out.status.success() {
-            failures.push(format!("{name}: compile failed\n{}", String::from_utf8_lossy(&out.stderr)));
+            failures.push(format!(
+                "{name}: compile failed\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
             continue;
         }
         let mut cmd = Command::new(&bin);
@@ -115,5 +149,9 @@ fn c_smoke_tests() {
         }
     }
     let _ = std::fs::remove_dir_all(&scratch);
-    assert!(failures.is_empty(), "C smoke tests failed:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "C smoke tests failed:\n{}",
+        failures.join("\n")
+    );
 }

@@ -92,8 +92,17 @@ fn cdylib() -> PathBuf {
 
 /// Defined dynamic `zmq_*` function symbols of a shared library, via `nm -D --defined-only`.
 fn exported(lib: &Path) -> Option<BTreeSet<String>> {
-    let out = Command::new("nm").args(["-D", "--defined-only"]).arg(lib).output().ok()?;
-    assert!(out.status.success(), "nm failed on {}: {}", lib.display(), String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(lib)
+        .output()
+        .ok()?;
+    assert!(
+        out.status.success(),
+        "nm failed on {}: {}",
+        lib.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     Some(
         String::from_utf8_lossy(&out.stdout)
             .lines()
@@ -114,22 +123,45 @@ fn exports_match_libzmq() {
         eprintln!("SKIPPED: `nm` is not available; exported symbols not checked");
         return;
     };
-    let missing: Vec<&str> = LIBZMQ_435_EXPORTS.iter().copied().filter(|s| !ours.contains(*s)).collect();
-    assert!(missing.is_empty(), "{} lacks libzmq 4.3.5 symbols: {missing:?}", ours_path.display());
-
-    let system = ["/usr/lib/x86_64-linux-gnu/libzmq.so.5", "/usr/lib/aarch64-linux-gnu/libzmq.so.5", "/usr/lib64/libzmq.so.5", "/usr/lib/libzmq.so.5"]
+    let missing: Vec<&str> = LIBZMQ_435_EXPORTS
         .iter()
-        .map(Path::new)
-        .find(|p| p.exists());
+        .copied()
+        .filter(|s| !ours.contains(*s))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} lacks libzmq 4.3.5 symbols: {missing:?}",
+        ours_path.display()
+    );
+
+    let system = [
+        "/usr/lib/x86_64-linux-gnu/libzmq.so.5",
+        "/usr/lib/aarch64-linux-gnu/libzmq.so.5",
+        "/usr/lib64/libzmq.so.5",
+        "/usr/lib/libzmq.so.5",
+    ]
+    .iter()
+    .map(Path::new)
+    .find(|p| p.exists());
     match system {
         Some(sys) => {
             let theirs = exported(sys).unwrap();
             let missing: Vec<&String> = theirs.difference(&ours).collect();
-            assert!(missing.is_empty(), "symbols of {} missing from ours: {missing:?}", sys.display());
+            assert!(
+                missing.is_empty(),
+                "symbols of {} missing from ours: {missing:?}",
+                sys.display()
+            );
             let extra: Vec<&String> = ours.difference(&theirs).collect();
-            eprintln!("compared with {}: {} symbols, ours adds {extra:?}", sys.display(), theirs.len());
+            eprintln!(
+                "compared with {}: {} symbols, ours adds {extra:?}",
+                sys.display(),
+                theirs.len()
+            );
         }
-        None => eprintln!("note: no system libzmq.so.5 to compare with; checked against the built-in 4.3.5 list"),
+        None => eprintln!(
+            "note: no system libzmq.so.5 to compare with; checked against the built-in 4.3.5 list"
+        ),
     }
 }
 

@@ -14,8 +14,16 @@ fn client(endpoint: &str) -> rzmq_core::Result<()> {
         let payload: Vec<u8> = (0..size).map(|b| (b as u8).wrapping_add(i as u8)).collect();
         req.send(payload.clone(), 0)?;
         let reply = req.recv_msg(0)?;
-        let ok = reply.data().iter().rev().copied().eq(payload.iter().copied());
-        println!("[client pid {}] sent {size} B, reply reversed and verified: {ok}", std::process::id());
+        let ok = reply
+            .data()
+            .iter()
+            .rev()
+            .copied()
+            .eq(payload.iter().copied());
+        println!(
+            "[client pid {}] sent {size} B, reply reversed and verified: {ok}",
+            std::process::id()
+        );
         if !ok {
             return Err(rzmq_core::Error::Inval);
         }
@@ -30,15 +38,26 @@ fn server() -> rzmq_core::Result<bool> {
     let mut rep = ctx.socket(SocketType::Rep)?;
     rep.bind("tcp://127.0.0.1:*")?;
     let endpoint = rep.last_endpoint().to_string();
-    println!("[server pid {}] REP bound at {endpoint}", std::process::id());
+    println!(
+        "[server pid {}] REP bound at {endpoint}",
+        std::process::id()
+    );
     let exe = std::env::current_exe().map_err(rzmq_core::Error::from)?;
-    let mut child = Command::new(exe).arg("--client").arg(&endpoint).spawn().map_err(rzmq_core::Error::from)?;
+    let mut child = Command::new(exe)
+        .arg("--client")
+        .arg(&endpoint)
+        .spawn()
+        .map_err(rzmq_core::Error::from)?;
     let mut first = true;
     loop {
         let m = rep.recv_msg(0)?;
         if first {
-            let peer = m.property("Peer-Address").map(|v| String::from_utf8_lossy(v).into_owned());
-            let ty = m.property("Socket-Type").map(|v| String::from_utf8_lossy(v).into_owned());
+            let peer = m
+                .property("Peer-Address")
+                .map(|v| String::from_utf8_lossy(v).into_owned());
+            let ty = m
+                .property("Socket-Type")
+                .map(|v| String::from_utf8_lossy(v).into_owned());
             println!(
                 "[server] transport: tcp (ZMTP 3.1 over TCP; RDMA transport not available in this build), peer {} socket type {}",
                 peer.unwrap_or_default(),

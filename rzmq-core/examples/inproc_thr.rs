@@ -4,7 +4,7 @@
 use rzmq_core::{Context, Msg, SocketType};
 use std::time::Instant;
 
-#[path = "perf_common.rs"]
+#[path = "common/perf.rs"]
 mod perf_common;
 use perf_common::*;
 
@@ -26,7 +26,10 @@ fn main() {
         let mut p = check(c2.socket(SocketType::Push), "zmq_socket");
         check(p.connect("inproc://thr_test"), "zmq_connect");
         for _ in 0..count {
-            check(p.send_msg(Msg::with_size(size), 0).map_err(|(_, e)| e), "zmq_sendmsg");
+            check(
+                p.send_msg(Msg::with_size(size), 0).map_err(|(_, e)| e),
+                "zmq_sendmsg",
+            );
         }
     });
     println!("message size: {size} [B]");

@@ -3,7 +3,7 @@
 //! `local_lat <bind-to> <message-size> <roundtrip-count>`
 use rzmq_core::{Context, SocketType};
 
-#[path = "perf_common.rs"]
+#[path = "common/perf.rs"]
 mod perf_common;
 use perf_common::*;
 

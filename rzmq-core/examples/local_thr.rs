@@ -4,7 +4,7 @@
 use rzmq_core::{Context, SocketType};
 use std::time::Instant;
 
-#[path = "perf_common.rs"]
+#[path = "common/perf.rs"]
 mod perf_common;
 use perf_common::*;
 

@@ -3,7 +3,7 @@
 //! `remote_thr <connect-to> <message-size> <message-count>`
 use rzmq_core::{Context, Msg, SocketType};
 
-#[path = "perf_common.rs"]
+#[path = "common/perf.rs"]
 mod perf_common;
 use perf_common::*;
 

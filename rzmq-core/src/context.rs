@@ -151,7 +151,11 @@ impl Context {
         {
             let mut socks = lock(&self.inner.sockets);
             while !socks.is_empty() {
-                socks = self.inner.sockets_gone.wait(socks).unwrap_or_else(|e| e.into_inner());
+                socks = self
+                    .inner
+                    .sockets_gone
+                    .wait(socks)
+                    .unwrap_or_else(|e| e.into_inner());
             }
         }
         if !self.inner.terminated.swap(true, Ordering::SeqCst) {
@@ -185,10 +189,14 @@ impl CtxInner {
             let n = s.io_threads;
             let prefix = String::from_utf8_lossy(&s.thread_name_prefix).into_owned();
             drop(s);
-            (0..n).map(|i| IoThread::start(i as usize, &prefix)).collect::<Result<Vec<_>>>()
+            (0..n)
+                .map(|i| IoThread::start(i as usize, &prefix))
+                .collect::<Result<Vec<_>>>()
         });
         match threads {
-            Ok(t) if !t.is_empty() => Ok(&t[self.next_io.fetch_add(1, Ordering::Relaxed) % t.len()]),
+            Ok(t) if !t.is_empty() => {
+                Ok(&t[self.next_io.fetch_add(1, Ordering::Relaxed) % t.len()])
+            }
             Ok(_) => Err(Error::MThread),
             Err(e) => Err(*e),
         }
@@ -238,7 +246,11 @@ impl CtxInner {
     pub(crate) fn inproc_unbind(&self, addr: &str, socket_id: u64) {
         let name = addr.strip_prefix("inproc://").unwrap_or(addr);
         let mut reg = lock(&self.inproc);
-        if reg.bound.get(name).is_some_and(|b| b.socket.id == socket_id) {
+        if reg
+            .bound
+            .get(name)
+            .is_some_and(|b| b.socket.id == socket_id)
+        {
             reg.bound.remove(name);
         }
     }
@@ -263,7 +275,11 @@ impl CtxInner {
             }
         };
         let (out_hwm, in_hwm, peer) = match reg.bound.get(name) {
-            Some(b) => (sum(my_snd, b.rcvhwm), sum(b.sndhwm, my_rcv), Some((b.socket.clone(), b.socket_type, b.routing_id.clone()))),
+            Some(b) => (
+                sum(my_snd, b.rcvhwm),
+                sum(b.sndhwm, my_rcv),
+                Some((b.socket.clone(), b.socket_type, b.routing_id.clone())),
+            ),
             None => (my_snd.max(0) as u64, my_rcv.max(0) as u64, None),
         };
         // to_peer: connector writes, binder reads; from_peer: binder writes, connector reads.
@@ -286,18 +302,24 @@ impl CtxInner {
                 let mut bentry = PipeEntry::new(to_peer_r, from_peer_w);
                 bentry.endpoint = Some(format!("inproc://{name}"));
                 bentry.peer = Some(inproc_props(my_type, &my_rid));
-                binder.mailbox.send(Cmd::Attach(Box::new(Attach { entry: bentry, id: bid })));
+                binder.mailbox.send(Cmd::Attach(Box::new(Attach {
+                    entry: bentry,
+                    id: bid,
+                })));
                 sock.attach_pipe(my_id, entry);
             }
             None => {
-                reg.pending.entry(name.to_string()).or_default().push(PendingConnect {
-                    endpoint: addr.to_string(),
-                    connector: sock.shared().clone(),
-                    connector_type: my_type,
-                    connector_routing_id: my_rid,
-                    reader: to_peer_r,
-                    writer: from_peer_w,
-                });
+                reg.pending
+                    .entry(name.to_string())
+                    .or_default()
+                    .push(PendingConnect {
+                        endpoint: addr.to_string(),
+                        connector: sock.shared().clone(),
+                        connector_type: my_type,
+                        connector_routing_id: my_rid,
+                        reader: to_peer_r,
+                        writer: from_peer_w,
+                    });
                 drop(reg);
                 sock.attach_pipe(my_id, entry);
             }
@@ -311,7 +333,10 @@ impl CtxInner {
 fn inproc_props(ty: SocketType, routing_id: &[u8]) -> Arc<Metadata> {
     let mut md = Metadata::new();
     md.insert("Socket-Type", ty.name().as_bytes());
-    if matches!(ty, SocketType::Req | SocketType::Dealer | SocketType::Router) {
+    if matches!(
+        ty,
+        SocketType::Req | SocketType::Dealer | SocketType::Router
+    ) {
         md.insert("Identity", routing_id);
     }
     Arc::new(md)

@@ -253,7 +253,13 @@ pub struct Engine {
 impl Engine {
     /// An engine over a connected stream.
     pub fn new(stream: Stream, proto: Proto) -> Engine {
-        Engine { stream, proto, stalled: None, read_pending: false, out_in_multipart: false }
+        Engine {
+            stream,
+            proto,
+            stalled: None,
+            read_pending: false,
+            out_in_multipart: false,
+        }
     }
 
     /// The stream's fd (monitor event values).
@@ -263,7 +269,11 @@ impl Engine {
 
     /// Reads what is available and decodes it, delivering events through `deliver`. Stops when
     /// `deliver` refuses a message (the pipe is full) or the read budget is spent.
-    pub fn on_readable(&mut self, now: Instant, deliver: &mut dyn FnMut(zmtp::Event) -> Option<Msg>) -> Progress {
+    pub fn on_readable(
+        &mut self,
+        now: Instant,
+        deliver: &mut dyn FnMut(zmtp::Event) -> Option<Msg>,
+    ) -> Progress {
         if let Some(m) = self.stalled.take() {
             if let Some(back) = deliver(zmtp::Event::Message(m)) {
                 self.stalled = Some(back);
@@ -306,7 +316,10 @@ impl Engine {
         }
     }
 
-    fn drain_events(&mut self, deliver: &mut dyn FnMut(zmtp::Event) -> Option<Msg>) -> Option<Progress> {
+    fn drain_events(
+        &mut self,
+        deliver: &mut dyn FnMut(zmtp::Event) -> Option<Msg>,
+    ) -> Option<Progress> {
         loop {
             let ev = match self.proto.poll_event() {
                 Ok(Some(ev)) => ev,

@@ -154,7 +154,9 @@ pub fn strerror(errnum: i32) -> String {
                 return format!("Unknown error {errnum}");
             }
             // SAFETY: p is a valid NUL-terminated C string (checked non-null above).
-            unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned()
+            unsafe { std::ffi::CStr::from_ptr(p) }
+                .to_string_lossy()
+                .into_owned()
         }
     }
 }
@@ -192,7 +194,14 @@ mod tests {
 
     #[test]
     fn errno_round_trips() {
-        for e in [Error::Again, Error::Term, Error::Fsm, Error::HostUnreach, Error::NoCompatProto, Error::Os(1234)] {
+        for e in [
+            Error::Again,
+            Error::Term,
+            Error::Fsm,
+            Error::HostUnreach,
+            Error::NoCompatProto,
+            Error::Os(1234),
+        ] {
             assert_eq!(Error::from_errno(e.errno()), e);
         }
         assert_eq!(ETERM, 156_384_765);

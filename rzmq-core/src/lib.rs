@@ -5,7 +5,7 @@
 //! each socket type), [`engine`] and [`transport`] (connections on I/O threads), [`socket`] and
 //! [`context`] (the public API), with [`poll`], [`proxy`] and [`monitor`] beside them.
 //!
-//! ```ignore
+//! ```
 //! use rzmq_core::{Context, SocketType};
 //! let ctx = Context::new();
 //! let mut pull = ctx.socket(SocketType::Pull).unwrap();
@@ -15,7 +15,6 @@
 //! push.send("hello", 0).unwrap();
 //! assert_eq!(pull.recv_bytes(0).unwrap(), b"hello");
 //! ```
-
 
 pub mod context;
 pub mod endpoint;
@@ -36,7 +35,6 @@ pub mod socket;
 
 pub mod transport;
 pub mod zmtp;
-
 
 pub use context::Context;
 pub use error::{Error, Result};

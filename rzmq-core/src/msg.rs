@@ -51,7 +51,11 @@ impl Buffer {
     pub fn from_boxed(mut data: Box<[u8]>) -> Buffer {
         let ptr = data.as_mut_ptr();
         let len = data.len();
-        Buffer { ptr, len, owner: Owner::Boxed(data) }
+        Buffer {
+            ptr,
+            len,
+            owner: Owner::Boxed(data),
+        }
     }
 
     /// A buffer over memory the caller owns until `release` runs.
@@ -60,7 +64,11 @@ impl Buffer {
     /// `ptr` must be valid for reads (and writes, if the message is written through) of `len` bytes
     /// from now until `release` is called, and nobody else may free it before then.
     pub unsafe fn from_external(ptr: *mut u8, len: usize, release: Option<ReleaseFn>) -> Buffer {
-        Buffer { ptr, len, owner: Owner::External(release) }
+        Buffer {
+            ptr,
+            len,
+            owner: Owner::External(release),
+        }
     }
 
     /// The bytes.
@@ -105,8 +113,15 @@ impl Drop for Buffer {
 
 #[derive(Clone)]
 enum Body {
-    Inline { len: u8, data: [u8; INLINE_CAP] },
-    Shared { buf: Arc<Buffer>, off: usize, len: usize },
+    Inline {
+        len: u8,
+        data: [u8; INLINE_CAP],
+    },
+    Shared {
+        buf: Arc<Buffer>,
+        off: usize,
+        len: usize,
+    },
 }
 
 /// Connection properties attached to received messages (`zmq_msg_gets`).
@@ -127,7 +142,11 @@ impl Metadata {
         let mut v = Vec::with_capacity(value.len() + 1);
         v.extend_from_slice(value);
         v.push(0);
-        if let Some(p) = self.props.iter_mut().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
+        if let Some(p) = self
+            .props
+            .iter_mut()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        {
             p.1 = v;
         } else {
             self.props.push((name.to_string(), v));
@@ -141,12 +160,17 @@ impl Metadata {
 
     /// A property's value followed by a NUL byte (for C callers).
     pub fn get_with_nul(&self, name: &str) -> Option<&[u8]> {
-        self.props.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
+        self.props
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_slice())
     }
 
     /// All properties in arrival order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.props.iter().map(|(n, v)| (n.as_str(), &v[..v.len() - 1]))
+        self.props
+            .iter()
+            .map(|(n, v)| (n.as_str(), &v[..v.len() - 1]))
     }
 
     /// Number of properties.
@@ -184,7 +208,10 @@ impl Msg {
     /// An empty frame.
     pub const fn new() -> Msg {
         Msg {
-            body: Body::Inline { len: 0, data: [0; INLINE_CAP] },
+            body: Body::Inline {
+                len: 0,
+                data: [0; INLINE_CAP],
+            },
             flags: 0,
             routing_id: 0,
             metadata: None,
@@ -194,7 +221,13 @@ impl Msg {
     /// A frame of `len` zero bytes, to be filled through [`Msg::data_mut`].
     pub fn with_size(len: usize) -> Msg {
         if len <= INLINE_CAP {
-            Msg { body: Body::Inline { len: len as u8, data: [0; INLINE_CAP] }, ..Msg::new() }
+            Msg {
+                body: Body::Inline {
+                    len: len as u8,
+                    data: [0; INLINE_CAP],
+                },
+                ..Msg::new()
+            }
         } else {
             Msg::from_boxed(vec![0u8; len].into_boxed_slice())
         }
@@ -205,7 +238,13 @@ impl Msg {
         if data.len() <= INLINE_CAP {
             let mut buf = [0u8; INLINE_CAP];
             buf[..data.len()].copy_from_slice(data);
-            Msg { body: Body::Inline { len: data.len() as u8, data: buf }, ..Msg::new() }
+            Msg {
+                body: Body::Inline {
+                    len: data.len() as u8,
+                    data: buf,
+                },
+                ..Msg::new()
+            }
         } else {
             Msg::from_boxed(data.to_vec().into_boxed_slice())
         }
@@ -229,8 +268,14 @@ impl Msg {
     ///
     /// Panics when the range lies outside the buffer (a programming error, never peer input).
     pub fn from_buffer(buf: Arc<Buffer>, off: usize, len: usize) -> Msg {
-        assert!(off.checked_add(len).is_some_and(|end| end <= buf.len()), "slice outside buffer");
-        Msg { body: Body::Shared { buf, off, len }, ..Msg::new() }
+        assert!(
+            off.checked_add(len).is_some_and(|end| end <= buf.len()),
+            "slice outside buffer"
+        );
+        Msg {
+            body: Body::Shared { buf, off, len },
+            ..Msg::new()
+        }
     }
 
     /// A frame over a caller's buffer, released by `release` once no owner is left.
@@ -396,7 +441,10 @@ impl fmt::Debug for Msg {
             .field("len", &d.len())
             .field("more", &self.more())
             .field("command", &self.is_command())
-            .field("data", &format_args!("{:02x?}{}", shown, if d.len() > 32 { "…" } else { "" }))
+            .field(
+                "data",
+                &format_args!("{:02x?}{}", shown, if d.len() > 32 { "…" } else { "" }),
+            )
             .finish()
     }
 }
@@ -457,9 +505,13 @@ mod tests {
         let ptr = storage.as_mut_ptr();
         // SAFETY: storage outlives every handle; we check the count before dropping it.
         let mut m = unsafe {
-            Msg::from_external(ptr, 100, Some(Box::new(|| {
-                RELEASED.fetch_add(1, Ordering::SeqCst);
-            })))
+            Msg::from_external(
+                ptr,
+                100,
+                Some(Box::new(|| {
+                    RELEASED.fetch_add(1, Ordering::SeqCst);
+                })),
+            )
         };
         let c = m.share();
         let t = std::thread::spawn(move || drop(c));

@@ -41,8 +41,14 @@ pub struct Target {
     pub token: u64,
 }
 
+/// One queue slot: a single-frame message, or all frames of a multipart message at once.
+enum Item {
+    One(Msg),
+    Many(Vec<Msg>),
+}
+
 struct Shared {
-    queue: SegQueue<Msg>,
+    queue: SegQueue<Item>,
     /// The reader found the queue empty and wants an activation.
     reader_idle: AtomicBool,
     /// The writer hit its HWM and wants an activation.
@@ -61,12 +67,22 @@ struct Shared {
 
 impl Shared {
     fn notify_reader(&self, f: impl FnOnce(&Target)) {
-        if let Some(t) = self.reader_target.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(t) = self
+            .reader_target
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
             f(t)
         }
     }
     fn notify_writer(&self, f: impl FnOnce(&Target)) {
-        if let Some(t) = self.writer_target.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(t) = self
+            .writer_target
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
             f(t)
         }
     }
@@ -94,8 +110,22 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
         linger_deadline: Mutex::new(None),
     });
     (
-        Writer { shared: shared.clone(), hwm, written: 0, read_seen: 0, pending: Vec::new(), closed: false, conflate },
-        Reader { shared, read: 0, in_multipart: false, closed: false },
+        Writer {
+            shared: shared.clone(),
+            hwm,
+            written: 0,
+            read_seen: 0,
+            pending: Vec::new(),
+            closed: false,
+            conflate,
+        },
+        Reader {
+            shared,
+            read: 0,
+            in_multipart: false,
+            closed: false,
+            batch: Vec::new().into_iter(),
+        },
     )
 }
 
@@ -122,7 +152,11 @@ pub enum WriteError {
 impl Writer {
     /// Sets who is told when the pipe has room again or the reader closes.
     pub fn set_target(&self, target: Target) {
-        *self.shared.writer_target.lock().unwrap_or_else(|e| e.into_inner()) = Some(target);
+        *self
+            .shared
+            .writer_target
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(target);
     }
 
     /// Changes the high-water mark (0 means unbounded).
@@ -171,12 +205,12 @@ impl Writer {
             while self.shared.queue.pop().is_some() {}
         }
         if self.pending.is_empty() {
-            self.shared.queue.push(msg);
+            self.shared.queue.push(Item::One(msg));
         } else {
-            for m in self.pending.drain(..) {
-                self.shared.queue.push(m);
-            }
-            self.shared.queue.push(msg);
+            // All frames become visible together: the reader never sees half a message.
+            let mut frames = std::mem::take(&mut self.pending);
+            frames.push(msg);
+            self.shared.queue.push(Item::Many(frames));
         }
         self.written += 1;
         self.wake_reader();
@@ -200,8 +234,11 @@ impl Writer {
 
     fn wake_reader(&self) {
         fence(Ordering::SeqCst);
-        if self.shared.reader_idle.load(Ordering::Relaxed) && self.shared.reader_idle.swap(false, Ordering::SeqCst) {
-            self.shared.notify_reader(|t| t.notify.activate_read(t.token));
+        if self.shared.reader_idle.load(Ordering::Relaxed)
+            && self.shared.reader_idle.swap(false, Ordering::SeqCst)
+        {
+            self.shared
+                .notify_reader(|t| t.notify.activate_read(t.token));
         }
     }
 
@@ -223,7 +260,11 @@ impl Writer {
 
     /// Closes this end: the reader may drain what is queued, until `linger` (None: no limit).
     pub fn close_with_linger(mut self, linger: Option<Instant>) {
-        *self.shared.linger_deadline.lock().unwrap_or_else(|e| e.into_inner()) = Some(linger);
+        *self
+            .shared
+            .linger_deadline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(linger);
         self.close_inner();
     }
 
@@ -250,31 +291,50 @@ pub struct Reader {
     read: u64,
     in_multipart: bool,
     closed: bool,
+    /// The remaining frames of a multipart item being read.
+    batch: std::vec::IntoIter<Msg>,
 }
 
 impl Reader {
     /// Sets who is told when messages arrive or the writer closes. If messages are already
     /// queued, the new target is activated at once.
     pub fn set_target(&self, target: Target) {
-        let mut g = self.shared.reader_target.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self
+            .shared
+            .reader_target
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         *g = Some(target);
         drop(g);
         if !self.shared.queue.is_empty() && self.shared.reader_idle.swap(false, Ordering::SeqCst) {
-            self.shared.notify_reader(|t| t.notify.activate_read(t.token));
+            self.shared
+                .notify_reader(|t| t.notify.activate_read(t.token));
         }
     }
 
     /// Reads one frame. On `None` the reader is registered for an activation.
     #[inline]
     pub fn read(&mut self) -> Option<Msg> {
-        let m = match self.shared.queue.pop() {
+        let m = match self.batch.next() {
             Some(m) => m,
             None => {
-                self.shared.reader_idle.store(true, Ordering::SeqCst);
-                fence(Ordering::SeqCst);
-                let m = self.shared.queue.pop()?;
-                self.shared.reader_idle.store(false, Ordering::SeqCst);
-                m
+                let item = match self.shared.queue.pop() {
+                    Some(i) => i,
+                    None => {
+                        self.shared.reader_idle.store(true, Ordering::SeqCst);
+                        fence(Ordering::SeqCst);
+                        let i = self.shared.queue.pop()?;
+                        self.shared.reader_idle.store(false, Ordering::SeqCst);
+                        i
+                    }
+                };
+                match item {
+                    Item::One(m) => m,
+                    Item::Many(v) => {
+                        self.batch = v.into_iter();
+                        self.batch.next()?
+                    }
+                }
             }
         };
         self.in_multipart = m.more();
@@ -285,7 +345,8 @@ impl Reader {
             if self.shared.writer_waiting.load(Ordering::Relaxed)
                 && self.shared.writer_waiting.swap(false, Ordering::SeqCst)
             {
-                self.shared.notify_writer(|t| t.notify.activate_write(t.token));
+                self.shared
+                    .notify_writer(|t| t.notify.activate_write(t.token));
             }
         }
         Some(m)
@@ -294,7 +355,7 @@ impl Reader {
     /// True when a frame can be read now. When not, the reader is registered for an activation
     /// (exactly as a `read` returning `None`), so a later write wakes its owner.
     pub fn has_msg(&self) -> bool {
-        if !self.shared.queue.is_empty() {
+        if self.batch.len() > 0 || !self.shared.queue.is_empty() {
             return true;
         }
         self.shared.reader_idle.store(true, Ordering::SeqCst);
@@ -313,7 +374,9 @@ impl Reader {
 
     /// True once the writer closed and everything it wrote has been read.
     pub fn is_finished(&self) -> bool {
-        self.shared.writer_closed.load(Ordering::Acquire) && self.shared.queue.is_empty()
+        self.shared.writer_closed.load(Ordering::Acquire)
+            && self.batch.len() == 0
+            && self.shared.queue.is_empty()
     }
 
     /// True once the writer closed its end.
@@ -323,12 +386,20 @@ impl Reader {
 
     /// The linger deadline the writer set when closing: `None` while open, `Some(None)` for no limit.
     pub fn linger_deadline(&self) -> Option<Option<Instant>> {
-        *self.shared.linger_deadline.lock().unwrap_or_else(|e| e.into_inner())
+        *self
+            .shared
+            .linger_deadline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// The writing peer's properties, once its handshake completed.
     pub fn peer(&self) -> Option<Arc<Metadata>> {
-        self.shared.peer.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.shared
+            .peer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Drops everything queued (e.g. LINGER 0), returning how many frames were dropped.
@@ -348,6 +419,7 @@ impl Reader {
         self.shared.reader_closed.store(true, Ordering::SeqCst);
         self.shared.notify_writer(|t| t.notify.pipe_closed(t.token));
         // Release queued frames (and their external buffers) now rather than when the writer goes.
+        self.batch = Vec::new().into_iter();
         while self.shared.queue.pop().is_some() {}
     }
 }
@@ -385,17 +457,31 @@ mod tests {
     fn hwm_counts_whole_messages_and_activates() {
         let (mut w, mut r) = pipe(2);
         let c = Arc::new(Counts::default());
-        w.set_target(Target { notify: c.clone(), token: 1 });
-        r.set_target(Target { notify: c.clone(), token: 2 });
+        w.set_target(Target {
+            notify: c.clone(),
+            token: 1,
+        });
+        r.set_target(Target {
+            notify: c.clone(),
+            token: 2,
+        });
         let mut a = Msg::from("a");
         a.set_more(true);
         w.try_write(a).unwrap();
         w.try_write(Msg::from("b")).unwrap();
         w.try_write(Msg::from("c")).unwrap();
         assert_eq!(w.try_write(Msg::from("d")).unwrap_err().1, WriteError::Full);
-        assert_eq!(c.read.load(Ordering::SeqCst), 1, "one activation for an idle reader");
+        assert_eq!(
+            c.read.load(Ordering::SeqCst),
+            1,
+            "one activation for an idle reader"
+        );
         assert_eq!(r.read().unwrap().data(), b"a");
-        assert_eq!(c.write.load(Ordering::SeqCst), 0, "half a message frees nothing");
+        assert_eq!(
+            c.write.load(Ordering::SeqCst),
+            0,
+            "half a message frees nothing"
+        );
         assert_eq!(r.read().unwrap().data(), b"b");
         assert_eq!(c.write.load(Ordering::SeqCst), 1);
         w.try_write(Msg::from("d")).unwrap();
@@ -422,7 +508,10 @@ mod tests {
     fn close_notifies_and_finishes() {
         let (mut w, mut r) = pipe(0);
         let c = Arc::new(Counts::default());
-        r.set_target(Target { notify: c.clone(), token: 2 });
+        r.set_target(Target {
+            notify: c.clone(),
+            token: 2,
+        });
         w.write(Msg::from("x"));
         w.close_with_linger(None);
         assert_eq!(c.closed.load(Ordering::SeqCst), 1);
@@ -447,9 +536,15 @@ mod tests {
                 self.0.unpark()
             }
         }
-        r.set_target(Target { notify: Arc::new(Park(std::thread::current())), token: 0 });
+        r.set_target(Target {
+            notify: Arc::new(Park(std::thread::current())),
+            token: 0,
+        });
         let t = std::thread::spawn(move || {
-            w.set_target(Target { notify: Arc::new(Park(std::thread::current())), token: 0 });
+            w.set_target(Target {
+                notify: Arc::new(Park(std::thread::current())),
+                token: 0,
+            });
             for i in 0u32..200_000 {
                 let mut m = Msg::copy_from(&i.to_le_bytes());
                 loop {

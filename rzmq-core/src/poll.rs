@@ -50,11 +50,21 @@ pub struct PollItem<'a> {
 impl<'a> PollItem<'a> {
     /// An item for a socket.
     pub fn socket(s: &'a mut dyn Pollable, events: i16) -> PollItem<'a> {
-        PollItem { socket: Some(s), fd: -1, events, revents: 0 }
+        PollItem {
+            socket: Some(s),
+            fd: -1,
+            events,
+            revents: 0,
+        }
     }
     /// An item for a raw file descriptor.
     pub fn fd(fd: RawFd, events: i16) -> PollItem<'static> {
-        PollItem { socket: None, fd, events, revents: 0 }
+        PollItem {
+            socket: None,
+            fd,
+            events,
+            revents: 0,
+        }
     }
 }
 
@@ -84,7 +94,11 @@ pub fn poll(items: &mut [PollItem<'_>], timeout: Option<Duration>) -> Result<usi
                 Some(s) => {
                     let ev = s.poll_events()?;
                     it.revents = ev & it.events & (POLLIN | POLLOUT);
-                    pfds.push(libc::pollfd { fd: s.poll_fd(), events: libc::POLLIN, revents: 0 });
+                    pfds.push(libc::pollfd {
+                        fd: s.poll_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    });
                 }
                 None => {
                     let mut e = 0;
@@ -97,7 +111,11 @@ pub fn poll(items: &mut [PollItem<'_>], timeout: Option<Duration>) -> Result<usi
                     if it.events & ZMQ_POLLPRI != 0 {
                         e |= libc::POLLPRI;
                     }
-                    pfds.push(libc::pollfd { fd: it.fd, events: e, revents: 0 });
+                    pfds.push(libc::pollfd {
+                        fd: it.fd,
+                        events: e,
+                        revents: 0,
+                    });
                 }
             }
             if it.revents != 0 {
@@ -105,14 +123,16 @@ pub fn poll(items: &mut [PollItem<'_>], timeout: Option<Duration>) -> Result<usi
             }
         }
         // Raw fds are checked with a zero-timeout poll first.
-        let wait_ms: i32 = if ready > 0 || (!first && deadline.is_some_and(|d| Instant::now() >= d)) {
+        let wait_ms: i32 = if ready > 0 || (!first && deadline.is_some_and(|d| Instant::now() >= d))
+        {
             0
         } else {
             match deadline {
                 None => -1,
                 Some(d) => {
                     let left = d.saturating_duration_since(Instant::now());
-                    (left.as_millis() as i32).saturating_add(i32::from(left.subsec_nanos() % 1_000_000 != 0))
+                    (left.as_millis() as i32)
+                        .saturating_add(i32::from(left.subsec_nanos() % 1_000_000 != 0))
                 }
             }
         };

@@ -20,7 +20,13 @@ struct Stats {
     bytes_out: u64,
 }
 
-fn forward(from: &mut Socket, to: &mut Socket, capture: &mut Option<&mut Socket>, rx: &mut Stats, tx: &mut Stats) -> Result<()> {
+fn forward(
+    from: &mut Socket,
+    to: &mut Socket,
+    capture: &mut Option<&mut Socket>,
+    rx: &mut Stats,
+    tx: &mut Stats,
+) -> Result<()> {
     loop {
         let m = from.recv_msg(0)?;
         let more = m.more();
@@ -29,9 +35,11 @@ fn forward(from: &mut Socket, to: &mut Socket, capture: &mut Option<&mut Socket>
         if let Some(c) = capture.as_mut() {
             let mut copy: Msg = m.clone();
             copy.set_more(false);
-            c.send_msg(copy, if more { SNDMORE } else { 0 }).map_err(|(_, e)| e)?;
+            c.send_msg(copy, if more { SNDMORE } else { 0 })
+                .map_err(|(_, e)| e)?;
         }
-        to.send_msg(m, if more { SNDMORE } else { 0 }).map_err(|(_, e)| e)?;
+        to.send_msg(m, if more { SNDMORE } else { 0 })
+            .map_err(|(_, e)| e)?;
         tx.bytes_out += len;
         if !more {
             rx.msg_in += 1;
@@ -89,7 +97,8 @@ pub fn proxy(
                     ];
                     for (i, v) in vals.iter().enumerate() {
                         let flags = if i + 1 < vals.len() { SNDMORE } else { 0 };
-                        c.send_msg(Msg::copy_from(&v.to_ne_bytes()), flags).map_err(|(_, e)| e)?;
+                        c.send_msg(Msg::copy_from(&v.to_ne_bytes()), flags)
+                            .map_err(|(_, e)| e)?;
                     }
                 }
                 _ => return Err(Error::Inval),

@@ -47,10 +47,17 @@ impl Signaler {
     /// Waits until the fd is readable or the timeout passes (None waits forever).
     /// Returns true when readable. EINTR is reported as [`Error::Intr`].
     pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
-        let mut pfd = libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 };
+        let mut pfd = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
         let ms = match timeout {
             None => -1,
-            Some(d) => d.as_millis().min(i32::MAX as u128) as i32 + i32::from(d.subsec_nanos() % 1_000_000 != 0),
+            Some(d) => {
+                d.as_millis().min(i32::MAX as u128) as i32
+                    + i32::from(d.subsec_nanos() % 1_000_000 != 0)
+            }
         };
         // SAFETY: one valid pollfd.
         let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
@@ -86,7 +93,11 @@ pub struct Mailbox<C> {
 impl<C> Mailbox<C> {
     /// A new mailbox.
     pub fn new() -> Result<Mailbox<C>> {
-        Ok(Mailbox { queue: SegQueue::new(), asleep: AtomicBool::new(true), signaler: Signaler::new()? })
+        Ok(Mailbox {
+            queue: SegQueue::new(),
+            asleep: AtomicBool::new(true),
+            signaler: Signaler::new()?,
+        })
     }
 
     /// Queues a command, waking the reader if it is idle.
@@ -101,8 +112,11 @@ impl<C> Mailbox<C> {
     /// Starts a drain: clears an outstanding signal so that any command sent after this call
     /// signals again. Call before popping with [`Mailbox::try_recv`] until it returns None.
     pub fn begin_drain(&self) {
-        if !self.asleep.load(Ordering::SeqCst) {
-            self.signaler.clear();
+        // Exactly one sender signals per idle period (the one whose swap saw `asleep`). Consume
+        // that signal before declaring ourselves idle again; if it is still in flight, stay
+        // "awake" and let it land (it makes the fd readable, and the next drain consumes it).
+        // So the fd is readable only while a signal is really outstanding: no busy loops.
+        if !self.asleep.load(Ordering::SeqCst) && self.signaler.clear() {
             self.asleep.store(true, Ordering::SeqCst);
         }
         fence(Ordering::SeqCst);
@@ -185,7 +199,8 @@ mod tests {
                 got += 1;
             }
             if got < 10_000 {
-                mb.wait_until(Some(Instant::now() + Duration::from_secs(5))).unwrap();
+                mb.wait_until(Some(Instant::now() + Duration::from_secs(5)))
+                    .unwrap();
             }
         }
         t.join().unwrap();

@@ -131,7 +131,11 @@ pub(crate) struct SocketShared {
 impl SocketShared {
     /// Reserves a pipe id (used by other threads preparing an Attach).
     pub fn reserve_pipe_id(&self) -> PipeId {
-        PipeId(self.next_pipe.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1)
+        PipeId(
+            self.next_pipe
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1,
+        )
     }
 }
 
@@ -186,7 +190,10 @@ pub struct Socket {
 
 impl std::fmt::Debug for Socket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Socket").field("type", &self.ty).field("pipes", &self.pipes.len()).finish()
+        f.debug_struct("Socket")
+            .field("type", &self.ty)
+            .field("pipes", &self.pipes.len())
+            .finish()
     }
 }
 
@@ -328,7 +335,10 @@ impl Socket {
 
     /// Attaches a pipe end: registers this socket as its notification target.
     pub(crate) fn attach_pipe(&mut self, id: PipeId, mut entry: PipeEntry) {
-        let target = Target { notify: self.shared.clone() as Arc<dyn Notify>, token: id.0 };
+        let target = Target {
+            notify: self.shared.clone() as Arc<dyn Notify>,
+            token: id.0,
+        };
         entry.reader.set_target(target.clone());
         entry.writer.set_target(target);
         if entry.peer.is_none() {
@@ -405,20 +415,13 @@ impl Socket {
         Ok(())
     }
 
-    /// Waits for commands until `deadline`, then processes them.
+    /// Waits for commands until `deadline`, then processes them. The caller has processed the
+    /// mailbox since its last attempt, so anything arriving now signals the mailbox fd.
     fn wait(&mut self, deadline: Option<Instant>) -> Result<()> {
-        loop {
-            self.process_commands()?;
-            if self.shared.mailbox.has_pending() {
-                continue;
-            }
-            return match self.shared.mailbox.wait_until(deadline) {
-                Ok(true) => self.process_commands(),
-                Ok(false) => Err(Error::Again),
-                Err(Error::Intr) => Err(Error::Intr),
-                Err(e) => Err(e),
-            };
+        if !self.shared.mailbox.has_pending() && !self.shared.mailbox.wait_until(deadline)? {
+            return Err(Error::Again);
         }
+        self.process_commands()
     }
 
     /// Receives one frame.
@@ -511,11 +514,7 @@ impl Socket {
     pub fn bind(&mut self, addr: &str) -> Result<()> {
         self.check_alive()?;
         self.process_commands()?;
-        let ep = match Endpoint::parse(addr) {
-            Ok(ep) => ep,
-            Err(e) => return Err(e),
-        };
-        match ep {
+        match Endpoint::parse(addr)? {
             Endpoint::Inproc(name) => {
                 let inner = self.ctx.inner().clone();
                 inner.inproc_bind(self, &name)?;
@@ -533,7 +532,8 @@ impl Socket {
                 let (handle, resolved) = match transport::bind(self.ctx.inner(), &ep, setup) {
                     Ok(r) => r,
                     Err(e) => {
-                        self.monitor.event(monitor::EVENT_BIND_FAILED, e.errno() as u32, addr);
+                        self.monitor
+                            .event(monitor::EVENT_BIND_FAILED, e.errno() as u32, addr);
                         return Err(e);
                     }
                 };
@@ -557,7 +557,11 @@ impl Socket {
         let connect_rid = self.options.take_connect_routing_id();
         if let Some(rid) = &connect_rid {
             if self.ty == SocketType::Router || self.ty == SocketType::Stream {
-                let used = self.pipes.ids().into_iter().any(|id| self.pipes.get(id).is_some_and(|e| &e.routing_id == rid));
+                let used = self
+                    .pipes
+                    .ids()
+                    .into_iter()
+                    .any(|id| self.pipes.get(id).is_some_and(|e| &e.routing_id == rid));
                 if used {
                     return Err(Error::Inval);
                 }
@@ -610,12 +614,21 @@ impl Socket {
 
     /// Creates both ends of a peer pipe: the socket's entry and the connection's ends.
     pub(crate) fn new_pipe_pair(&self) -> (PipeEntry, transport::PeerPipe) {
-        let (out_hwm, in_hwm) = (self.options.sndhwm.max(0) as u64, self.options.rcvhwm.max(0) as u64);
+        let (out_hwm, in_hwm) = (
+            self.options.sndhwm.max(0) as u64,
+            self.options.rcvhwm.max(0) as u64,
+        );
         let conflate = self.options.effective_conflate();
         let (to_peer_w, to_peer_r) = pipe::pipe_with(out_hwm, conflate);
         let (from_peer_w, from_peer_r) = pipe::pipe_with(in_hwm, conflate);
         let entry = PipeEntry::new(from_peer_r, to_peer_w);
-        (entry, transport::PeerPipe { to_socket: from_peer_w, from_socket: to_peer_r })
+        (
+            entry,
+            transport::PeerPipe {
+                to_socket: from_peer_w,
+                from_socket: to_peer_r,
+            },
+        )
     }
 
     /// Everything a connection needs to know about this socket, snapshotted now.
@@ -630,14 +643,18 @@ impl Socket {
     }
 
     fn find_endpoint(&self, addr: &str, bind: bool) -> Option<usize> {
-        self.endpoints.iter().position(|e| e.bind == bind && (e.given == addr || e.resolved == addr))
+        self.endpoints
+            .iter()
+            .position(|e| e.bind == bind && (e.given == addr || e.resolved == addr))
     }
 
     /// Stops listening on a bound endpoint and closes its connections.
     pub fn unbind(&mut self, addr: &str) -> Result<()> {
         self.check_alive()?;
         self.process_commands()?;
-        let Some(i) = self.find_endpoint(addr, true) else { return Err(Error::NoEnt) };
+        let Some(i) = self.find_endpoint(addr, true) else {
+            return Err(Error::NoEnt);
+        };
         let rec = self.endpoints.remove(i);
         self.undo_endpoint(rec);
         Ok(())
@@ -647,7 +664,9 @@ impl Socket {
     pub fn disconnect(&mut self, addr: &str) -> Result<()> {
         self.check_alive()?;
         self.process_commands()?;
-        let Some(i) = self.find_endpoint(addr, false) else { return Err(Error::NoEnt) };
+        let Some(i) = self.find_endpoint(addr, false) else {
+            return Err(Error::NoEnt);
+        };
         let rec = self.endpoints.remove(i);
         self.undo_endpoint(rec);
         Ok(())
@@ -656,7 +675,9 @@ impl Socket {
     fn undo_endpoint(&mut self, rec: EndpointRec) {
         match rec.handle {
             EndpointHandle::Io(h) => h.close(),
-            EndpointHandle::InprocBind => self.ctx.inner().inproc_unbind(&rec.given, self.shared.id),
+            EndpointHandle::InprocBind => {
+                self.ctx.inner().inproc_unbind(&rec.given, self.shared.id)
+            }
             EndpointHandle::InprocConnect => {}
         }
         let ids: Vec<PipeId> = self
@@ -664,7 +685,10 @@ impl Socket {
             .ids()
             .into_iter()
             .filter(|id| {
-                self.pipes.get(*id).and_then(|e| e.endpoint.as_deref()).is_some_and(|ep| ep == rec.given || ep == rec.resolved)
+                self.pipes
+                    .get(*id)
+                    .and_then(|e| e.endpoint.as_deref())
+                    .is_some_and(|ep| ep == rec.given || ep == rec.resolved)
             })
             .collect();
         for id in ids {
@@ -769,12 +793,18 @@ impl Socket {
         }
         let _ = self.process_commands_ignoring_term();
         let linger = self.options.linger;
-        let deadline = if linger < 0 { None } else { Some(Instant::now() + Duration::from_millis(linger as u64)) };
+        let deadline = if linger < 0 {
+            None
+        } else {
+            Some(Instant::now() + Duration::from_millis(linger as u64))
+        };
         for rec in std::mem::take(&mut self.endpoints) {
             match rec.handle {
                 EndpointHandle::Io(h) if rec.bind => h.close(),
                 EndpointHandle::Io(h) => h.socket_closed(),
-                EndpointHandle::InprocBind => self.ctx.inner().inproc_unbind(&rec.given, self.shared.id),
+                EndpointHandle::InprocBind => {
+                    self.ctx.inner().inproc_unbind(&rec.given, self.shared.id)
+                }
                 EndpointHandle::InprocConnect => {}
             }
         }
@@ -805,7 +835,11 @@ impl Socket {
 
     /// Metadata of a peer pipe (for tests and diagnostics).
     pub fn peer_metadata(&self) -> Vec<Arc<Metadata>> {
-        self.pipes.ids().into_iter().filter_map(|id| self.pipes.get(id).and_then(|e| e.peer.clone())).collect()
+        self.pipes
+            .ids()
+            .into_iter()
+            .filter_map(|id| self.pipes.get(id).and_then(|e| e.peer.clone()))
+            .collect()
     }
 }
 
@@ -821,7 +855,9 @@ struct MonitorSocket(Socket);
 impl EventSink for MonitorSocket {
     fn deliver(&mut self, frame: Msg) -> bool {
         let more = frame.more();
-        self.0.send_msg(frame, DONTWAIT | if more { SNDMORE } else { 0 }).is_ok()
+        self.0
+            .send_msg(frame, DONTWAIT | if more { SNDMORE } else { 0 })
+            .is_ok()
     }
 }
 

@@ -89,16 +89,25 @@ impl IoThread {
         });
         let poll = Poll::new().map_err(Error::from)?;
         let s2 = shared.clone();
-        let name = if prefix.is_empty() { format!("rzmq-io/{index}") } else { format!("{prefix}/rzmq-io/{index}") };
+        let name = if prefix.is_empty() {
+            format!("rzmq-io/{index}")
+        } else {
+            format!("{prefix}/rzmq-io/{index}")
+        };
         let join = std::thread::Builder::new()
             .name(name)
             .spawn(move || Reactor::new(s2, poll).run())
             .map_err(Error::from)?;
-        Ok(IoThread { shared, join: Mutex::new(Some(join)) })
+        Ok(IoThread {
+            shared,
+            join: Mutex::new(Some(join)),
+        })
     }
 
     fn token(&self) -> u64 {
-        self.shared.next_token.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        self.shared
+            .next_token
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn shutdown(&self) {
@@ -112,7 +121,10 @@ impl IoThread {
     }
 
     fn handle(&self, token: u64) -> IoHandle {
-        IoHandle { shared: self.shared.clone(), token }
+        IoHandle {
+            shared: self.shared.clone(),
+            token,
+        }
     }
 }
 
@@ -190,7 +202,11 @@ pub(crate) fn bind(ctx: &CtxInner, ep: &Endpoint, setup: ConnSetup) -> Result<(I
             let local = std.local_addr()?;
             let fd = std.as_raw_fd();
             let resolved = crate::endpoint::tcp_last_endpoint(&local);
-            (ListenerKind::Tcp(mio::net::TcpListener::from_std(std)), resolved, fd)
+            (
+                ListenerKind::Tcp(mio::net::TcpListener::from_std(std)),
+                resolved,
+                fd,
+            )
         }
         Endpoint::Ipc(ipc) => {
             let b = ipc.resolve_bind(o.use_fd)?;
@@ -201,15 +217,31 @@ pub(crate) fn bind(ctx: &CtxInner, ep: &Endpoint, setup: ConnSetup) -> Result<(I
             let std = std::os::unix::net::UnixListener::bind_addr(&addr).map_err(Error::from)?;
             std.set_nonblocking(true)?;
             let fd = std.as_raw_fd();
-            let cleanup = IpcCleanup { file: addr.as_pathname().map(|p| p.to_path_buf()), dir: b.tmp_dir };
-            (ListenerKind::Unix(mio::net::UnixListener::from_std(std), cleanup), b.endpoint.last_endpoint(), fd)
+            let cleanup = IpcCleanup {
+                file: addr.as_pathname().map(|p| p.to_path_buf()),
+                dir: b.tmp_dir,
+            };
+            (
+                ListenerKind::Unix(mio::net::UnixListener::from_std(std), cleanup),
+                b.endpoint.last_endpoint(),
+                fd,
+            )
         }
         Endpoint::Inproc(_) => return Err(Error::Inval),
     };
-    setup.monitor.event(monitor::EVENT_LISTENING, fd as u32, &resolved);
+    setup
+        .monitor
+        .event(monitor::EVENT_LISTENING, fd as u32, &resolved);
     let token = io.token();
-    let listener = Listener { kind, endpoint: resolved.clone(), setup, sessions: Vec::new() };
-    io.shared.mailbox.send(IoCmd::AddListener(Box::new(listener), token));
+    let listener = Listener {
+        kind,
+        endpoint: resolved.clone(),
+        setup,
+        sessions: Vec::new(),
+    };
+    io.shared
+        .mailbox
+        .send(IoCmd::AddListener(Box::new(listener), token));
     Ok((io.handle(token), resolved))
 }
 
@@ -247,7 +279,9 @@ pub(crate) fn connect(
         listener: None,
         drop_partial: false,
     };
-    io.shared.mailbox.send(IoCmd::AddSession(Box::new(session), token));
+    io.shared
+        .mailbox
+        .send(IoCmd::AddSession(Box::new(session), token));
     Ok(io.handle(token))
 }
 
@@ -315,12 +349,23 @@ enum Fate {
 
 impl Reactor {
     fn new(shared: Arc<IoShared>, poll: Poll) -> Reactor {
-        Reactor { shared, poll, objects: HashMap::new(), timers: BinaryHeap::new(), shutting_down: false }
+        Reactor {
+            shared,
+            poll,
+            objects: HashMap::new(),
+            timers: BinaryHeap::new(),
+            shutting_down: false,
+        }
     }
 
     fn run(mut self) {
         let fd = self.shared.mailbox.fd();
-        if self.poll.registry().register(&mut mio::unix::SourceFd(&fd), MAILBOX, Interest::READABLE).is_err() {
+        if self
+            .poll
+            .registry()
+            .register(&mut mio::unix::SourceFd(&fd), MAILBOX, Interest::READABLE)
+            .is_err()
+        {
             return;
         }
         let mut events = Events::with_capacity(256);
@@ -335,12 +380,17 @@ impl Reactor {
             }
             let now = Instant::now();
             self.run_timers(now);
-            let mut timeout = self.timers.peek().map(|std::cmp::Reverse((t, _))| t.saturating_duration_since(now));
+            let mut timeout = self
+                .timers
+                .peek()
+                .map(|std::cmp::Reverse((t, _))| t.saturating_duration_since(now));
             let pending_reads: Vec<u64> = self
                 .objects
                 .iter()
                 .filter_map(|(t, o)| match o {
-                    Object::Session(s) if s.engine.as_ref().is_some_and(|e| e.read_pending) => Some(*t),
+                    Object::Session(s) if s.engine.as_ref().is_some_and(|e| e.read_pending) => {
+                        Some(*t)
+                    }
                     _ => None,
                 })
                 .collect();
@@ -360,7 +410,11 @@ impl Reactor {
                     continue;
                 }
                 let token = ev.token().0 as u64;
-                self.ready(token, ev.is_readable() || ev.is_read_closed() || ev.is_error(), ev.is_writable());
+                self.ready(
+                    token,
+                    ev.is_readable() || ev.is_read_closed() || ev.is_error(),
+                    ev.is_writable(),
+                );
             }
             for t in pending_reads {
                 self.ready(t, true, false);
@@ -389,7 +443,12 @@ impl Reactor {
                     ListenerKind::Tcp(t) => t,
                     ListenerKind::Unix(u, _) => u,
                 };
-                if self.poll.registry().register(src, Token(token as usize), Interest::READABLE).is_ok() {
+                if self
+                    .poll
+                    .registry()
+                    .register(src, Token(token as usize), Interest::READABLE)
+                    .is_ok()
+                {
                     self.objects.insert(token, Object::Listener(l));
                 }
             }
@@ -445,7 +504,9 @@ impl Reactor {
                         u.as_raw_fd()
                     }
                 };
-                l.setup.monitor.event(monitor::EVENT_CLOSED, fd as u32, &l.endpoint);
+                l.setup
+                    .monitor
+                    .event(monitor::EVENT_CLOSED, fd as u32, &l.endpoint);
                 for s in std::mem::take(&mut l.sessions) {
                     self.close_object(s);
                 }
@@ -457,7 +518,11 @@ impl Reactor {
         }
     }
 
-    fn with_session(&mut self, token: u64, f: impl FnOnce(&mut Session, &mut Reactor, u64) -> Fate) {
+    fn with_session(
+        &mut self,
+        token: u64,
+        f: impl FnOnce(&mut Session, &mut Reactor, u64) -> Fate,
+    ) {
         let Some(Object::Session(mut s)) = self.objects.remove(&token) else {
             return;
         };
@@ -474,17 +539,25 @@ impl Reactor {
     fn ready(&mut self, token: u64, readable: bool, writable: bool) {
         match self.objects.get(&token) {
             Some(Object::Listener(_)) => self.accept(token),
-            Some(Object::Session(_)) => self.with_session(token, |s, r, tok| s.on_ready(r, tok, readable, writable)),
+            Some(Object::Session(_)) => {
+                self.with_session(token, |s, r, tok| s.on_ready(r, tok, readable, writable))
+            }
             None => {}
         }
     }
 
     fn accept(&mut self, token: u64) {
         loop {
-            let Some(Object::Listener(l)) = self.objects.get_mut(&token) else { return };
+            let Some(Object::Listener(l)) = self.objects.get_mut(&token) else {
+                return;
+            };
             let res: io::Result<(Stream, String)> = match &mut l.kind {
-                ListenerKind::Tcp(t) => t.accept().map(|(s, a)| (Stream::Tcp(s), a.ip().to_string())),
-                ListenerKind::Unix(u, _) => u.accept().map(|(s, _)| (Stream::Unix(s), String::new())),
+                ListenerKind::Tcp(t) => t
+                    .accept()
+                    .map(|(s, a)| (Stream::Tcp(s), a.ip().to_string())),
+                ListenerKind::Unix(u, _) => {
+                    u.accept().map(|(s, _)| (Stream::Unix(s), String::new()))
+                }
             };
             match res {
                 Ok((stream, peer_ip)) => {
@@ -495,8 +568,13 @@ impl Reactor {
                         apply_tcp_options_ref(&s2, &setup.options);
                     }
                     let fd = stream.as_raw_fd();
-                    setup.monitor.event(monitor::EVENT_ACCEPTED, fd as u32, &endpoint);
-                    let stoken = self.shared.next_token.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    setup
+                        .monitor
+                        .event(monitor::EVENT_ACCEPTED, fd as u32, &endpoint);
+                    let stoken = self
+                        .shared
+                        .next_token
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     l.sessions.push(stoken);
                     let proto = make_proto(&setup, (!peer_ip.is_empty()).then(|| peer_ip.clone()));
                     let session = Session {
@@ -512,14 +590,17 @@ impl Reactor {
                         drop_partial: false,
                     };
                     let _ = peer_ip;
-                    self.objects.insert(stoken, Object::Session(Box::new(session)));
+                    self.objects
+                        .insert(stoken, Object::Session(Box::new(session)));
                     self.with_session(stoken, |s, r, tok| s.start(r, tok));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     let errno = e.raw_os_error().unwrap_or(libc::EIO);
-                    l.setup.monitor.event(monitor::EVENT_ACCEPT_FAILED, errno as u32, &l.endpoint);
+                    l.setup
+                        .monitor
+                        .event(monitor::EVENT_ACCEPT_FAILED, errno as u32, &l.endpoint);
                     return;
                 }
             }
@@ -544,13 +625,20 @@ fn apply_tcp_options_ref(s: &socket2::SockRef<'_>, o: &Options) {
 }
 
 fn make_proto(setup: &ConnSetup, peer_address: Option<String>) -> Proto {
-    if setup.socket_type == SocketType::Stream {
+    if setup.socket_type == SocketType::Stream || setup.options.raw_socket {
         return Proto::new_raw();
     }
     let o = &setup.options;
-    let ms = |v: i32| if v > 0 { Some(Duration::from_millis(v as u64)) } else { None };
+    let ms = |v: i32| {
+        if v > 0 {
+            Some(Duration::from_millis(v as u64))
+        } else {
+            None
+        }
+    };
     let cfg = zmtp::Config {
-        socket_type: zmtp::SocketType::from_i32(setup.socket_type as i32).unwrap_or(zmtp::SocketType::Pair),
+        socket_type: zmtp::SocketType::from_i32(setup.socket_type as i32)
+            .unwrap_or(zmtp::SocketType::Pair),
         routing_id: o.routing_id.clone(),
         mechanism: zmtp::Mechanism::Null,
         as_server: false,
@@ -561,8 +649,14 @@ fn make_proto(setup: &ConnSetup, peer_address: Option<String>) -> Proto {
             .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.clone()))
             .collect(),
         heartbeat_ivl: ms(o.heartbeat_ivl),
-        heartbeat_ttl: if o.heartbeat_ttl > 0 { Some(Duration::from_millis(u64::from(o.heartbeat_ttl) * 100)) } else { None },
-        heartbeat_timeout: ms(o.effective_heartbeat_timeout()),
+        heartbeat_ttl: if o.heartbeat_ttl > 0 {
+            Some(Duration::from_millis(u64::from(o.heartbeat_ttl) * 100))
+        } else {
+            None
+        },
+        heartbeat_timeout: Some(Duration::from_millis(
+            o.effective_heartbeat_timeout().max(0) as u64,
+        )),
         handshake_ivl: ms(o.handshake_ivl),
         peer_address,
     };
@@ -571,7 +665,10 @@ fn make_proto(setup: &ConnSetup, peer_address: Option<String>) -> Proto {
 
 impl Session {
     fn target(&self, r: &Reactor, token: u64) -> Target {
-        Target { notify: r.shared.clone() as Arc<dyn Notify>, token }
+        Target {
+            notify: r.shared.clone() as Arc<dyn Notify>,
+            token,
+        }
     }
 
     /// First run on the I/O thread: register the stream or start connecting.
@@ -588,8 +685,18 @@ impl Session {
     }
 
     fn register_engine(&mut self, r: &mut Reactor, token: u64) -> Fate {
-        let Some(e) = self.engine.as_mut() else { return Fate::Keep };
-        if r.poll.registry().register(e.stream.source(), Token(token as usize), Interest::READABLE | Interest::WRITABLE).is_err() {
+        let Some(e) = self.engine.as_mut() else {
+            return Fate::Keep;
+        };
+        if r.poll
+            .registry()
+            .register(
+                e.stream.source(),
+                Token(token as usize),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .is_err()
+        {
             return self.broken(r, token, Closed::Local);
         }
         self.registered = true;
@@ -601,7 +708,9 @@ impl Session {
     }
 
     fn try_connect(&mut self, r: &mut Reactor, token: u64) -> Fate {
-        let Some(ci) = self.connect.as_mut() else { return Fate::Remove };
+        let Some(ci) = self.connect.as_mut() else {
+            return Fate::Remove;
+        };
         ci.retry_at = None;
         let o = self.setup.options.clone();
         match &ci.ep {
@@ -613,14 +722,29 @@ impl Session {
                 match tcp_connect(src, dst, &o) {
                     Ok(mut s) => {
                         let fd = s.as_raw_fd();
-                        if r.poll.registry().register(&mut s, Token(token as usize), Interest::WRITABLE | Interest::READABLE).is_err() {
+                        if r.poll
+                            .registry()
+                            .register(
+                                &mut s,
+                                Token(token as usize),
+                                Interest::WRITABLE | Interest::READABLE,
+                            )
+                            .is_err()
+                        {
                             return self.retry_later(r, token);
                         }
-                        self.setup.monitor.event(monitor::EVENT_CONNECT_DELAYED, libc::EINPROGRESS as u32, &self.endpoint);
+                        self.setup.monitor.event(
+                            monitor::EVENT_CONNECT_DELAYED,
+                            libc::EINPROGRESS as u32,
+                            &self.endpoint,
+                        );
                         let _ = fd;
                         ci.pending = Some(s);
                         if o.connect_timeout > 0 {
-                            r.schedule(Instant::now() + Duration::from_millis(o.connect_timeout as u64), token);
+                            r.schedule(
+                                Instant::now() + Duration::from_millis(o.connect_timeout as u64),
+                                token,
+                            );
                         }
                         Fate::Keep
                     }
@@ -648,7 +772,11 @@ impl Session {
     }
 
     fn connected(&mut self, r: &mut Reactor, token: u64, stream: Stream) -> Fate {
-        self.setup.monitor.event(monitor::EVENT_CONNECTED, stream.as_raw_fd() as u32, &self.endpoint);
+        self.setup.monitor.event(
+            monitor::EVENT_CONNECTED,
+            stream.as_raw_fd() as u32,
+            &self.endpoint,
+        );
         let peer_ip = match &stream {
             Stream::Tcp(t) => t.peer_addr().ok().map(|a| a.ip().to_string()),
             Stream::Unix(_) => None,
@@ -668,28 +796,39 @@ impl Session {
             return Fate::Remove;
         }
         let o = &self.setup.options;
-        let Some(ci) = self.connect.as_mut() else { return Fate::Remove };
+        let Some(ci) = self.connect.as_mut() else {
+            return Fate::Remove;
+        };
         if o.reconnect_ivl < 0 {
             return Fate::Keep;
         }
         let ivl = ci.ivl;
         let mut next = ivl * 2;
         if o.reconnect_ivl_max > 0 {
-            next = next.min(Duration::from_millis(o.reconnect_ivl_max as u64)).max(Duration::from_millis(o.reconnect_ivl as u64));
+            next = next
+                .min(Duration::from_millis(o.reconnect_ivl_max as u64))
+                .max(Duration::from_millis(o.reconnect_ivl as u64));
         } else {
             next = ivl;
         }
         ci.ivl = next;
         let at = Instant::now() + ivl;
         ci.retry_at = Some(at);
-        self.setup.monitor.event(monitor::EVENT_CONNECT_RETRIED, ivl.as_millis() as u32, &self.endpoint);
+        self.setup.monitor.event(
+            monitor::EVENT_CONNECT_RETRIED,
+            ivl.as_millis() as u32,
+            &self.endpoint,
+        );
         r.schedule(at, token);
         Fate::Keep
     }
 
     fn on_timer(&mut self, r: &mut Reactor, token: u64, now: Instant) -> Fate {
         if let Some(ci) = self.connect.as_mut() {
-            if ci.retry_at.is_some_and(|t| t <= now) && self.engine.is_none() && ci.pending.is_none() {
+            if ci.retry_at.is_some_and(|t| t <= now)
+                && self.engine.is_none()
+                && ci.pending.is_none()
+            {
                 return self.try_connect(r, token);
             }
             if ci.pending.is_some() && self.setup.options.connect_timeout > 0 {
@@ -707,7 +846,9 @@ impl Session {
                 }
             }
         }
-        let Some(e) = self.engine.as_mut() else { return Fate::Keep };
+        let Some(e) = self.engine.as_mut() else {
+            return Fate::Keep;
+        };
         match e.on_timer(now) {
             Progress::Open => {}
             Progress::Closed(c) => return self.broken(r, token, c),
@@ -734,7 +875,11 @@ impl Session {
                     }
                     _ => {
                         let _ = r.poll.registry().deregister(&mut s);
-                        self.setup.monitor.event(monitor::EVENT_CLOSED, s.as_raw_fd() as u32, &self.endpoint);
+                        self.setup.monitor.event(
+                            monitor::EVENT_CLOSED,
+                            s.as_raw_fd() as u32,
+                            &self.endpoint,
+                        );
                         return self.retry_later(r, token);
                     }
                 }
@@ -772,7 +917,11 @@ impl Session {
     /// the pipe was torn down without linger (disconnect, unbind, peer pipe reaped).
     fn check_linger(&mut self, r: &mut Reactor, token: u64) -> Fate {
         let Some(p) = &self.pipe else {
-            return if self.socket_closed { Fate::Remove } else { Fate::Keep };
+            return if self.socket_closed {
+                Fate::Remove
+            } else {
+                Fate::Keep
+            };
         };
         if !p.from_socket.writer_closed() && !self.socket_closed {
             return Fate::Keep;
@@ -784,7 +933,8 @@ impl Session {
                 if let Some(Some(d)) = linger {
                     r.schedule(d, token);
                 }
-                let drained = p.from_socket.is_finished() && self.engine.as_ref().is_none_or(|e| !e.has_output());
+                let drained = p.from_socket.is_finished()
+                    && self.engine.as_ref().is_none_or(|e| !e.has_output());
                 if drained {
                     Fate::Remove
                 } else {
@@ -849,9 +999,15 @@ impl Session {
 
     fn handshake_done(&mut self, r: &mut Reactor, token: u64, peer: zmtp::Peer) -> Option<Fate> {
         self.handshaken = true;
-        self.setup.monitor.event(monitor::EVENT_HANDSHAKE_SUCCEEDED, 0, &self.endpoint);
+        self.setup
+            .monitor
+            .event(monitor::EVENT_HANDSHAKE_SUCCEEDED, 0, &self.endpoint);
         let mut md: Metadata = (*peer.metadata).clone();
-        if let Some(Engine { stream: Stream::Tcp(t), .. }) = self.engine.as_ref() {
+        if let Some(Engine {
+            stream: Stream::Tcp(t),
+            ..
+        }) = self.engine.as_ref()
+        {
             if let Ok(a) = t.peer_addr() {
                 md.insert("Peer-Address", a.ip().to_string().as_bytes());
             }
@@ -879,8 +1035,14 @@ impl Session {
                     entry.connect_routing_id = Some(rid.clone());
                 }
                 let id = self.setup.socket.reserve_pipe_id();
-                self.setup.socket.mailbox.send(Cmd::Attach(Box::new(Attach { entry, id })));
-                self.pipe = Some(PeerPipe { to_socket: from_peer_w, from_socket: to_peer_r });
+                self.setup
+                    .socket
+                    .mailbox
+                    .send(Cmd::Attach(Box::new(Attach { entry, id })));
+                self.pipe = Some(PeerPipe {
+                    to_socket: from_peer_w,
+                    from_socket: to_peer_r,
+                });
             }
         }
         let _ = r;
@@ -913,25 +1075,48 @@ impl Session {
 
     /// The connection ended: report it, then reconnect (connect side) or end (accepted side).
     fn broken(&mut self, r: &mut Reactor, token: u64, why: Closed) -> Fate {
-        let Some(mut e) = self.engine.take() else { return Fate::Keep };
+        let Some(mut e) = self.engine.take() else {
+            return Fate::Keep;
+        };
         let fd = e.fd();
         let _ = r.poll.registry().deregister(e.stream.source());
         if !self.handshaken {
             match &why {
                 Closed::Protocol(pe) => match pe.protocol_code() {
-                    Some(code) => self.setup.monitor.event(monitor::EVENT_HANDSHAKE_FAILED_PROTOCOL, code, &self.endpoint),
-                    None => self.setup.monitor.event(monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL, 0, &self.endpoint),
+                    Some(code) => self.setup.monitor.event(
+                        monitor::EVENT_HANDSHAKE_FAILED_PROTOCOL,
+                        code,
+                        &self.endpoint,
+                    ),
+                    None => self.setup.monitor.event(
+                        monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+                        0,
+                        &self.endpoint,
+                    ),
                 },
-                _ => self.setup.monitor.event(monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL, libc::ECONNRESET as u32, &self.endpoint),
+                _ => self.setup.monitor.event(
+                    monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+                    libc::ECONNRESET as u32,
+                    &self.endpoint,
+                ),
             }
         }
-        self.setup.monitor.event(monitor::EVENT_DISCONNECTED, fd as u32, &self.endpoint);
-        let stream_notify = self.setup.socket_type == SocketType::Stream && self.setup.options.stream_notify;
+        self.setup
+            .monitor
+            .event(monitor::EVENT_DISCONNECTED, fd as u32, &self.endpoint);
+        let stream_notify =
+            self.setup.socket_type == SocketType::Stream && self.setup.options.stream_notify;
         drop(e);
-        if self.connect.is_none() || self.setup.options.immediate || self.setup.socket_type == SocketType::Stream {
+        if self.connect.is_none()
+            || self.setup.options.immediate
+            || self.setup.socket_type == SocketType::Stream
+        {
             // The pipe dies with the connection.
             if let Some(p) = self.pipe.take() {
-                let PeerPipe { mut to_socket, from_socket } = p;
+                let PeerPipe {
+                    mut to_socket,
+                    from_socket,
+                } = p;
                 if stream_notify && self.handshaken {
                     let _ = to_socket.try_write(Msg::new());
                 }
@@ -964,7 +1149,11 @@ impl Session {
         if let Some(mut e) = self.engine.take() {
             let _ = r.poll.registry().deregister(e.stream.source());
             if self.handshaken || self.connect.is_none() {
-                self.setup.monitor.event(monitor::EVENT_DISCONNECTED, e.fd() as u32, &self.endpoint);
+                self.setup.monitor.event(
+                    monitor::EVENT_DISCONNECTED,
+                    e.fd() as u32,
+                    &self.endpoint,
+                );
             }
         }
         if let Some(ci) = self.connect.as_mut() {
@@ -981,7 +1170,11 @@ impl Session {
     }
 }
 
-fn tcp_connect(src: Option<SocketAddr>, dst: SocketAddr, o: &Options) -> io::Result<mio::net::TcpStream> {
+fn tcp_connect(
+    src: Option<SocketAddr>,
+    dst: SocketAddr,
+    o: &Options,
+) -> io::Result<mio::net::TcpStream> {
     let domain = socket2::Domain::for_address(dst);
     let s = socket2::Socket::new(domain, socket2::Type::STREAM.cloexec(), None)?;
     apply_tcp_options(&s, o);

@@ -45,8 +45,12 @@ fn server(maxmsgsize: i64) -> Server {
     let ctx = Context::new();
     let mut pull = ctx.socket(SocketType::Pull).unwrap();
     pull.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
-    pull.set_option_raw(opt::MAXMSGSIZE, &maxmsgsize.to_ne_bytes()).unwrap();
-    let mon_ep = format!("inproc://hostile-mon-{}", std::process::id() as u64 * 1000 + rand_small());
+    pull.set_option_raw(opt::MAXMSGSIZE, &maxmsgsize.to_ne_bytes())
+        .unwrap();
+    let mon_ep = format!(
+        "inproc://hostile-mon-{}",
+        std::process::id() as u64 * 1000 + rand_small()
+    );
     pull.monitor(Some(&mon_ep), monitor::EVENT_ALL).unwrap();
     let mut mon = ctx.socket(SocketType::Pair).unwrap();
     mon.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
@@ -57,7 +61,14 @@ fn server(maxmsgsize: i64) -> Server {
     // A well-behaved peer that must keep working throughout.
     let mut good = ctx.socket(SocketType::Push).unwrap();
     good.connect(&endpoint).unwrap();
-    Server { _ctx: ctx, pull, mon, port, endpoint, good }
+    Server {
+        _ctx: ctx,
+        pull,
+        mon,
+        port,
+        endpoint,
+        good,
+    }
 }
 
 fn rand_small() -> u64 {
@@ -105,7 +116,10 @@ fn bad_greeting_closes_with_event() {
     let mut srv = server(-1);
     srv.still_serves("before");
     assert_closed(srv.port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n................................................................");
-    srv.expect_event(&[monitor::EVENT_HANDSHAKE_FAILED_PROTOCOL, monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL]);
+    srv.expect_event(&[
+        monitor::EVENT_HANDSHAKE_FAILED_PROTOCOL,
+        monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+    ]);
     srv.still_serves("after bad greeting");
 }
 
@@ -113,7 +127,10 @@ fn bad_greeting_closes_with_event() {
 fn unknown_mechanism_closes() {
     let mut srv = server(-1);
     assert_closed(srv.port, &greeting(b"BOGUS"));
-    srv.expect_event(&[monitor::EVENT_HANDSHAKE_FAILED_PROTOCOL, monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL]);
+    srv.expect_event(&[
+        monitor::EVENT_HANDSHAKE_FAILED_PROTOCOL,
+        monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+    ]);
     srv.still_serves("after unknown mechanism");
 }
 
@@ -123,7 +140,10 @@ fn incompatible_socket_type_closes() {
     let mut bytes = greeting(b"NULL");
     bytes.extend_from_slice(&ready(b"PUB"));
     assert_closed(srv.port, &bytes);
-    srv.expect_event(&[monitor::EVENT_HANDSHAKE_FAILED_PROTOCOL, monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL]);
+    srv.expect_event(&[
+        monitor::EVENT_HANDSHAKE_FAILED_PROTOCOL,
+        monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+    ]);
     srv.still_serves("after incompatible type");
 }
 
@@ -164,13 +184,14 @@ fn peer_vanishing_mid_frame_loses_nothing_else() {
     let mut srv = server(-1);
     let mut bytes = greeting(b"NULL");
     bytes.extend_from_slice(&ready(b"PUSH"));
-    bytes.extend_from_slice(&[0x00, 10, b'h', b'e', b'l', b'l', b'o', b'!', b'!', b'!', b'!', b'!']);
+    bytes.extend_from_slice(&[
+        0x00, 10, b'h', b'e', b'l', b'l', b'o', b'!', b'!', b'!', b'!', b'!',
+    ]);
     bytes.extend_from_slice(&[0x00, 200, b'p', b'a', b'r', b't']);
     let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
     s.write_all(&bytes).unwrap();
     // The complete frame is delivered, the cut one never is.
-    let mut got = Vec::new();
-    got.push(srv.pull.recv_bytes(0).unwrap());
+    let got = vec![srv.pull.recv_bytes(0).unwrap()];
     drop(s);
     srv.expect_event(&[monitor::EVENT_DISCONNECTED]);
     srv.still_serves("after vanish");

@@ -54,15 +54,25 @@ fn lz_bind(s: &zmq::Socket, transport: &str) -> String {
 }
 
 fn frames() -> Vec<Vec<u8>> {
-    vec![b"head".to_vec(), Vec::new(), payload(300, 1), payload(70_000, 2)]
+    vec![
+        b"head".to_vec(),
+        Vec::new(),
+        payload(300, 1),
+        payload(70_000, 2),
+    ]
 }
 
 fn rz_send_multi(s: &mut rzmq_core::Socket, parts: &[Vec<u8>]) {
-    s.send_multipart(parts.iter().map(|p| Msg::copy_from(p)), 0).unwrap();
+    s.send_multipart(parts.iter().map(|p| Msg::copy_from(p)), 0)
+        .unwrap();
 }
 
 fn rz_recv_multi(s: &mut rzmq_core::Socket) -> Vec<Vec<u8>> {
-    s.recv_multipart(0).unwrap().into_iter().map(|m| m.data().to_vec()).collect()
+    s.recv_multipart(0)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.data().to_vec())
+        .collect()
 }
 
 #[test]
@@ -76,7 +86,11 @@ fn push_pull_both_directions_tcp_ipc() {
         let pull = lz(&lctx, zmq::PULL);
         pull.connect(&ep).unwrap();
         rz_send_multi(&mut push, &frames());
-        assert_eq!(pull.recv_multipart(0).unwrap(), frames(), "{transport}: rzmq -> libzmq");
+        assert_eq!(
+            pull.recv_multipart(0).unwrap(),
+            frames(),
+            "{transport}: rzmq -> libzmq"
+        );
 
         // libzmq PUSH binds, rzmq PULL connects.
         let lpush = lz(&lctx, zmq::PUSH);
@@ -84,7 +98,11 @@ fn push_pull_both_directions_tcp_ipc() {
         let mut rpull = rz(&rctx, SocketType::Pull);
         rpull.connect(&ep2).unwrap();
         lpush.send_multipart(frames(), 0).unwrap();
-        assert_eq!(rz_recv_multi(&mut rpull), frames(), "{transport}: libzmq -> rzmq");
+        assert_eq!(
+            rz_recv_multi(&mut rpull),
+            frames(),
+            "{transport}: libzmq -> rzmq"
+        );
     }
 }
 
@@ -128,7 +146,10 @@ fn req_rep_both_directions() {
         let mut rreq = rz(&rctx, SocketType::Req);
         rreq.connect(&ep2).unwrap();
         rreq.send_multipart([&b"a"[..], b"b"], 0).unwrap();
-        assert_eq!(lrep.recv_multipart(0).unwrap(), vec![b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(
+            lrep.recv_multipart(0).unwrap(),
+            vec![b"a".to_vec(), b"b".to_vec()]
+        );
         lrep.send(&b"ok"[..], 0).unwrap();
         assert_eq!(rreq.recv_bytes(0).unwrap(), b"ok");
     }
@@ -147,20 +168,39 @@ fn dealer_router_identities_both_directions() {
         dealer.connect(&ep).unwrap();
         dealer.send_multipart([&b""[..], b"hello"], 0).unwrap();
         let got = rz_recv_multi(&mut router);
-        assert_eq!(got, vec![b"lz-dealer".to_vec(), Vec::new(), b"hello".to_vec()]);
-        rz_send_multi(&mut router, &[b"lz-dealer".to_vec(), Vec::new(), b"world".to_vec()]);
-        assert_eq!(dealer.recv_multipart(0).unwrap(), vec![Vec::new(), b"world".to_vec()]);
+        assert_eq!(
+            got,
+            vec![b"lz-dealer".to_vec(), Vec::new(), b"hello".to_vec()]
+        );
+        rz_send_multi(
+            &mut router,
+            &[b"lz-dealer".to_vec(), Vec::new(), b"world".to_vec()],
+        );
+        assert_eq!(
+            dealer.recv_multipart(0).unwrap(),
+            vec![Vec::new(), b"world".to_vec()]
+        );
 
         // rzmq DEALER with a routing id -> libzmq ROUTER.
         let lrouter = lz(&lctx, zmq::ROUTER);
         let ep2 = lz_bind(&lrouter, transport);
         let mut rdealer = rz(&rctx, SocketType::Dealer);
-        rdealer.set_option_raw(opt::ROUTING_ID, b"rz-dealer").unwrap();
+        rdealer
+            .set_option_raw(opt::ROUTING_ID, b"rz-dealer")
+            .unwrap();
         rdealer.connect(&ep2).unwrap();
         rdealer.send_multipart([&b""[..], b"ping"], 0).unwrap();
-        assert_eq!(lrouter.recv_multipart(0).unwrap(), vec![b"rz-dealer".to_vec(), Vec::new(), b"ping".to_vec()]);
-        lrouter.send_multipart([&b"rz-dealer"[..], b"", b"pong"], 0).unwrap();
-        assert_eq!(rz_recv_multi(&mut rdealer), vec![Vec::new(), b"pong".to_vec()]);
+        assert_eq!(
+            lrouter.recv_multipart(0).unwrap(),
+            vec![b"rz-dealer".to_vec(), Vec::new(), b"ping".to_vec()]
+        );
+        lrouter
+            .send_multipart([&b"rz-dealer"[..], b"", b"pong"], 0)
+            .unwrap();
+        assert_eq!(
+            rz_recv_multi(&mut rdealer),
+            vec![Vec::new(), b"pong".to_vec()]
+        );
 
         // Automatic identities from libzmq's ROUTER side reach rzmq routers too.
         let anon = lz(&lctx, zmq::DEALER);

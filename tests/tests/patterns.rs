@@ -34,7 +34,11 @@ fn pair_up(ctx: &Context, a: SocketType, b: SocketType, transport: &str) -> (Soc
 }
 
 fn recv_all(s: &mut Socket) -> Vec<Vec<u8>> {
-    s.recv_multipart(0).unwrap().into_iter().map(|m| m.data().to_vec()).collect()
+    s.recv_multipart(0)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.data().to_vec())
+        .collect()
 }
 
 #[test]
@@ -43,7 +47,11 @@ fn pair_exchanges_multipart() {
         let ctx = Context::new();
         let (mut a, mut b) = pair_up(&ctx, SocketType::Pair, SocketType::Pair, t);
         a.send_multipart([&b"1"[..], b"", b"333"], 0).unwrap();
-        assert_eq!(recv_all(&mut b), vec![b"1".to_vec(), vec![], b"333".to_vec()], "{t}");
+        assert_eq!(
+            recv_all(&mut b),
+            vec![b"1".to_vec(), vec![], b"333".to_vec()],
+            "{t}"
+        );
         b.send(payload(200_000, 3), 0).unwrap();
         assert_eq!(a.recv_bytes(0).unwrap(), payload(200_000, 3), "{t}");
     }
@@ -74,7 +82,11 @@ fn push_load_balances_and_pull_fair_queues() {
             }
         }
         seen.sort();
-        assert_eq!(seen, (0..30).collect::<Vec<u8>>(), "{t}: every message exactly once");
+        assert_eq!(
+            seen,
+            (0..30).collect::<Vec<u8>>(),
+            "{t}: every message exactly once"
+        );
         assert_eq!(counts, [10, 10, 10], "{t}: round robin");
     }
 }
@@ -97,7 +109,9 @@ fn req_rep_and_envelopes_through_router_dealer() {
         let env = recv_all(&mut router);
         assert_eq!(env.len(), 3, "{t}");
         assert!(env[1].is_empty());
-        router.send_multipart([env[0].clone(), vec![], b"world".to_vec()], 0).unwrap();
+        router
+            .send_multipart([env[0].clone(), vec![], b"world".to_vec()], 0)
+            .unwrap();
         assert_eq!(req2.recv_bytes(0).unwrap(), b"world", "{t}");
     }
 }
@@ -110,7 +124,9 @@ fn router_mandatory_and_connect_routing_id() {
         let mut router = sock(&ctx, SocketType::Router);
         router.set_option_i32(opt::ROUTER_MANDATORY, 1).unwrap();
         let ep = bind(&mut router, t);
-        let err = router.send_multipart([&b"nobody"[..], b"x"], 0).unwrap_err();
+        let err = router
+            .send_multipart([&b"nobody"[..], b"x"], 0)
+            .unwrap_err();
         assert_eq!(err, Error::HostUnreach, "{t}");
         let mut dealer = sock(&ctx, SocketType::Dealer);
         dealer.set_option_raw(opt::ROUTING_ID, b"D1").unwrap();
@@ -120,7 +136,9 @@ fn router_mandatory_and_connect_routing_id() {
         loop {
             match router.send_multipart([&b"D1"[..], b"hi"], 0) {
                 Ok(()) => break,
-                Err(Error::HostUnreach) if t0.elapsed().as_secs() < 10 => std::thread::sleep(std::time::Duration::from_millis(5)),
+                Err(Error::HostUnreach) if t0.elapsed().as_secs() < 10 => {
+                    std::thread::sleep(std::time::Duration::from_millis(5))
+                }
                 Err(e) => panic!("{t}: {e}"),
             }
         }
@@ -128,7 +146,9 @@ fn router_mandatory_and_connect_routing_id() {
 
         // A ROUTER connecting can name its peer with CONNECT_ROUTING_ID.
         let mut front = sock(&ctx, SocketType::Router);
-        front.set_option_raw(opt::CONNECT_ROUTING_ID, b"backend").unwrap();
+        front
+            .set_option_raw(opt::CONNECT_ROUTING_ID, b"backend")
+            .unwrap();
         let mut back = sock(&ctx, SocketType::Router);
         let ep2 = bind(&mut back, t);
         back.set_option_i32(opt::ROUTER_MANDATORY, 1).unwrap();
@@ -168,14 +188,22 @@ fn pub_sub_prefix_filtering_and_xpub_verbose() {
             subs.push(xpub.recv_bytes(0).unwrap());
         }
         subs.sort();
-        assert_eq!(subs, vec![b"\x01".to_vec(), b"\x01ab".to_vec(), b"\x01ab".to_vec()], "{t}: verbose passes duplicates");
+        assert_eq!(
+            subs,
+            vec![b"\x01".to_vec(), b"\x01ab".to_vec(), b"\x01ab".to_vec()],
+            "{t}: verbose passes duplicates"
+        );
         xpub.send("abc", 0).unwrap();
         xpub.send("zzz", 0).unwrap();
         assert_eq!(s1.recv_bytes(0).unwrap(), b"abc");
         assert_eq!(s2.recv_bytes(0).unwrap(), b"abc");
         assert_eq!(s2.recv_bytes(0).unwrap(), b"zzz");
         s1.set_option_i32(opt::RCVTIMEO, 100).unwrap();
-        assert_eq!(s1.recv_bytes(0).unwrap_err(), Error::Again, "{t}: filtered out");
+        assert_eq!(
+            s1.recv_bytes(0).unwrap_err(),
+            Error::Again,
+            "{t}: filtered out"
+        );
     }
 }
 
@@ -229,7 +257,9 @@ fn connect_before_bind_inproc_and_tcp_reconnect() {
 fn monitor_reports_lifecycle_events() {
     let ctx = Context::new();
     let mut server = sock(&ctx, SocketType::Rep);
-    server.monitor(Some("inproc://mon-server"), monitor::EVENT_ALL).unwrap();
+    server
+        .monitor(Some("inproc://mon-server"), monitor::EVENT_ALL)
+        .unwrap();
     let mut mon = sock(&ctx, SocketType::Pair);
     mon.connect("inproc://mon-server").unwrap();
     let ep = bind(&mut server, "tcp");
@@ -247,8 +277,15 @@ fn monitor_reports_lifecycle_events() {
         let (ev, _) = monitor::parse_event(parts[0].data()).unwrap();
         events.push(ev);
     }
-    for want in [monitor::EVENT_LISTENING, monitor::EVENT_ACCEPTED, monitor::EVENT_HANDSHAKE_SUCCEEDED] {
-        assert!(events.contains(&want), "missing event {want:#x} in {events:x?}");
+    for want in [
+        monitor::EVENT_LISTENING,
+        monitor::EVENT_ACCEPTED,
+        monitor::EVENT_HANDSHAKE_SUCCEEDED,
+    ] {
+        assert!(
+            events.contains(&want),
+            "missing event {want:#x} in {events:x?}"
+        );
     }
 }
 
@@ -281,9 +318,13 @@ fn external_buffer_released_once_after_transmission() {
     let r2 = released.clone();
     // SAFETY: `data` outlives the message: we wait for the release before dropping it.
     let msg = unsafe {
-        Msg::from_external(ptr, 1 << 20, Some(Box::new(move || {
-            r2.fetch_add(1, Ordering::SeqCst);
-        })))
+        Msg::from_external(
+            ptr,
+            1 << 20,
+            Some(Box::new(move || {
+                r2.fetch_add(1, Ordering::SeqCst);
+            })),
+        )
     };
     a.send_msg(msg, 0).unwrap();
     assert_eq!(b.recv_bytes(0).unwrap(), payload(1 << 20, 9));

@@ -68,7 +68,10 @@ fuzz_target!(|data: &[u8]| {
                 Err(_) => return,
             }
         }
-        assert!(c.recv_allocated() < 64 << 20, "receive buffers grew unboundedly");
+        assert!(
+            c.recv_allocated() < 64 << 20,
+            "receive buffers grew unboundedly"
+        );
     }
     let _ = c.handle_timeout(now + Duration::from_secs(1));
     let mut sink = Vec::new();

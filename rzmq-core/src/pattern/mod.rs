@@ -363,3 +363,63 @@ pub trait Pattern: Send {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::*;
+    use super::*;
+
+    #[test]
+    fn every_socket_type_has_a_pattern() {
+        let mut t = PipeTable::new();
+        // Which side of each type refuses with ENOTSUP, as libzmq's default xsend/xrecv.
+        let cases = [
+            (socket_type::PAIR, false, false),
+            (socket_type::PUB, false, true),
+            (socket_type::SUB, true, false),
+            (socket_type::REQ, false, false),
+            (socket_type::REP, false, false),
+            (socket_type::DEALER, false, false),
+            (socket_type::ROUTER, false, false),
+            (socket_type::PULL, true, false),
+            (socket_type::PUSH, false, true),
+            (socket_type::XPUB, false, false),
+            (socket_type::XSUB, false, false),
+            (socket_type::STREAM, false, false),
+        ];
+        for (ty, send_notsup, recv_notsup) in cases {
+            let mut p = new_pattern(ty);
+            let s = p.send(frame(b"x", false), &mut t).map_err(|(_, e)| e);
+            assert_eq!(s == Err(Error::NotSup), send_notsup, "send on type {ty}");
+            assert_eq!(
+                p.recv(&mut t) == Err(Error::NotSup),
+                recv_notsup,
+                "recv on type {ty}"
+            );
+        }
+        assert!(try_new_pattern(12).is_err());
+        assert!(try_new_pattern(-1).is_err());
+    }
+
+    #[test]
+    fn kill_list_is_deduplicated_and_drained() {
+        let mut t = PipeTable::new();
+        let (a, _pa) = connect_detached(&mut t, 0);
+        assert!(!t.has_kills());
+        t.kill(a);
+        t.kill(a);
+        assert!(t.has_kills());
+        assert_eq!(t.take_kills(), vec![a]);
+        assert!(t.take_kills().is_empty());
+        assert!(t.peer(a).is_none());
+        assert_eq!(t.ids(), vec![a]);
+    }
+
+    #[test]
+    fn bool_options_are_validated() {
+        assert_eq!(opt_bool(&1i32.to_ne_bytes()), Ok(true));
+        assert_eq!(opt_bool(&0i32.to_ne_bytes()), Ok(false));
+        assert_eq!(opt_bool(&(-1i32).to_ne_bytes()), Err(Error::Inval));
+        assert_eq!(opt_bool(&[1, 0]), Err(Error::Inval));
+    }
+}

@@ -96,7 +96,7 @@ proptest! {
                             let s = whole(&m);
                             prop_assert!(sent.contains(&s));
                             prop_assert!(delivered.insert(s), "delivered twice");
-                            prop_assert!(last_out.insert(id, s).map_or(true, |prev| prev < s), "reordered");
+                            prop_assert!(!matches!(last_out.insert(id, s), Some(prev) if prev >= s), "reordered");
                         }
                     }
                 }
@@ -126,7 +126,7 @@ proptest! {
                         let s = whole(&m);
                         let from = written[&s];
                         prop_assert!(received_in.insert(s), "received twice");
-                        prop_assert!(last_in.insert(from, s).map_or(true, |prev| prev < s), "reordered");
+                        prop_assert!(!matches!(last_in.insert(from, s), Some(prev) if prev >= s), "reordered");
                     }
                 }
                 _ => {}

@@ -408,6 +408,16 @@ impl Pattern for Router {
         if self.current_out == Some(id) {
             self.current_out = None;
         }
+        if self.current_in == Some(id) {
+            // A forced termination in the middle of a message: its rest will never come, so the
+            // next frame starts a new message (a held-back body becomes the last frame).
+            if let Some(b) = self.prefetched.as_mut() {
+                b.set_more(false);
+            }
+            self.more_in = false;
+            self.current_in = None;
+            self.terminate_current_in = false;
+        }
     }
 
     fn read_activated(&mut self, id: PipeId, pipes: &mut PipeTable) {
@@ -698,6 +708,27 @@ mod tests {
         // The state machine is back at an id frame: the unknown peer's message is dropped.
         send(&mut r, &mut t, &[b"a", b"x"]).unwrap();
         assert!(t.get(a).is_none());
+    }
+
+    #[test]
+    fn forced_termination_mid_message_keeps_framing() {
+        let mut r = Router::new();
+        let mut t = PipeTable::new();
+        let (a, mut pa) = connect(&mut r, &mut t, 0);
+        ready(&mut r, &mut t, a, &pa, Some(b"A"));
+        let (b, mut pb) = connect(&mut r, &mut t, 0);
+        ready(&mut r, &mut t, b, &pb, Some(b"B"));
+        pa.send(&[b"1", b"2", b"3"]);
+        assert_eq!(r.recv(&mut t).unwrap().data(), b"A");
+        assert_eq!(r.recv(&mut t).unwrap().data(), b"1");
+        detach(&mut r, &mut t, a);
+        pb.send(&[b"x"]);
+        assert_eq!(recv(&mut r, &mut t).unwrap(), parts(&[b"B", b"x"]));
+        pb.send(&[b"y", b"z"]);
+        assert!(has_in(&mut r, &mut t));
+        detach(&mut r, &mut t, b);
+        assert_eq!(recv(&mut r, &mut t).unwrap(), parts(&[b"B", b"y"]));
+        assert_err(recv(&mut r, &mut t), Error::Again);
     }
 
     #[test]

@@ -116,7 +116,7 @@ impl<V: Slot> Tree<V> {
             p.next.push(id);
         } else if c < p.min {
             let shift = (p.min - c) as usize;
-            p.next.splice(0..0, std::iter::repeat(NIL).take(shift));
+            p.next.splice(0..0, (0..shift).map(|_| NIL));
             p.min = c;
             p.next[0] = id;
         } else {
@@ -553,7 +553,7 @@ mod tests {
                 t.apply(|k| listed.push(k.to_vec()));
                 prop_assert_eq!(listed, model.keys().cloned().collect::<Vec<_>>());
             }
-            let keys: Vec<_> = model.iter().flat_map(|(k, &c)| std::iter::repeat(k.clone()).take(c as usize)).collect();
+            let keys: Vec<_> = model.iter().flat_map(|(k, &c)| (0..c).map(move |_| k.clone())).collect();
             for k in keys {
                 t.rm(&k);
             }
