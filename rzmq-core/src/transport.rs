@@ -703,7 +703,31 @@ impl Session {
         if let Some(at) = e.proto.poll_timeout() {
             r.schedule(at, token);
         }
-        // Send the greeting (and, for raw sockets, announce the connection).
+        if matches!(e.proto, Proto::Raw(_)) {
+            // Raw (STREAM) connections have no handshake: the peer is ready at once.
+            let mut md = Metadata::new();
+            if let Stream::Tcp(t) = &e.stream {
+                if let Ok(a) = t.peer_addr() {
+                    md.insert("Peer-Address", a.ip().to_string().as_bytes());
+                }
+            }
+            let peer = zmtp::Peer {
+                socket_type: None,
+                routing_id: Vec::new(),
+                metadata: Arc::new(md),
+                major_version: 0,
+                minor_version: 0,
+            };
+            if let Some(f) = self.handshake_done(r, token, peer) {
+                return f;
+            }
+            if self.setup.options.stream_notify {
+                if let Some(p) = self.pipe.as_mut() {
+                    let _ = p.to_socket.try_write(Msg::new());
+                }
+            }
+        }
+        // Send the greeting.
         self.on_ready(r, token, true, true)
     }
 
@@ -1002,17 +1026,7 @@ impl Session {
         self.setup
             .monitor
             .event(monitor::EVENT_HANDSHAKE_SUCCEEDED, 0, &self.endpoint);
-        let mut md: Metadata = (*peer.metadata).clone();
-        if let Some(Engine {
-            stream: Stream::Tcp(t),
-            ..
-        }) = self.engine.as_ref()
-        {
-            if let Ok(a) = t.peer_addr() {
-                md.insert("Peer-Address", a.ip().to_string().as_bytes());
-            }
-        }
-        let md = Arc::new(md);
+        let md = peer.metadata;
         match &self.pipe {
             Some(p) => {
                 p.to_socket.set_peer(md);

@@ -32,3 +32,35 @@ pub fn payload(len: usize, seed: u8) -> Vec<u8> {
 
 /// Receive timeout used by tests so a bug fails instead of hanging (ms).
 pub const TIMEOUT_MS: i32 = 10_000;
+
+/// The source directory of the `zeromq-src` crate (libzmq 4.3.5's sources, tests and perf tools),
+/// found through `cargo metadata`.
+pub fn zeromq_src_dir() -> std::path::PathBuf {
+    let out = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["metadata", "--format-version", "1"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Find "manifest_path":".../zeromq-src-<ver>/Cargo.toml" without a JSON dependency.
+    let key = "\"manifest_path\":\"";
+    for (i, _) in text.match_indices(key) {
+        let rest = &text[i + key.len()..];
+        let end = rest.find('"').unwrap_or(0);
+        let path = &rest[..end];
+        if path.contains("/zeromq-src-0.3") && path.ends_with("/Cargo.toml") {
+            return std::path::Path::new(path).parent().unwrap().join("vendor");
+        }
+    }
+    panic!("zeromq-src not found in cargo metadata");
+}
+
+/// The directory holding this build's examples (`target/<profile>/examples`).
+pub fn examples_dir() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    // target/<profile>/deps/<test binary>
+    exe.parent()
+        .and_then(|d| d.parent())
+        .expect("target dir")
+        .join("examples")
+}

@@ -381,3 +381,47 @@ fn metadata_from_libzmq_ready() {
     assert_eq!(m.property("Socket-Type"), Some(&b"PUSH"[..]));
     assert_eq!(m.property("Peer-Address"), Some(&b"127.0.0.1"[..]));
 }
+
+#[test]
+fn stream_socket_with_raw_tcp_and_libzmq_stream() {
+    use std::io::{Read, Write};
+    let rctx = Context::new();
+    let mut stream = rz(&rctx, SocketType::Stream);
+    let ep = rz_bind(&mut stream, "tcp");
+    let port: u16 = ep.rsplit(':').next().unwrap().parse().unwrap();
+    let mut raw = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    raw.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let hello = rz_recv_multi(&mut stream);
+    assert_eq!(hello.len(), 2);
+    assert!(hello[1].is_empty(), "connect notification");
+    let id = hello[0].clone();
+    raw.write_all(b"GET /").unwrap();
+    let got = rz_recv_multi(&mut stream);
+    assert_eq!(got, vec![id.clone(), b"GET /".to_vec()]);
+    rz_send_multi(&mut stream, &[id.clone(), b"200 OK".to_vec()]);
+    let mut buf = [0u8; 6];
+    raw.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"200 OK");
+    // An empty frame closes the connection.
+    rz_send_multi(&mut stream, &[id, Vec::new()]);
+    let mut rest = Vec::new();
+    assert_eq!(raw.read_to_end(&mut rest).unwrap(), 0);
+
+    // libzmq STREAM connecting to ours: raw bytes both ways.
+    let lctx = lz_ctx();
+    let lstream = lz(&lctx, zmq::STREAM);
+    lstream.connect(&ep).unwrap();
+    let lhello = lstream.recv_multipart(0).unwrap();
+    assert!(lhello[1].is_empty());
+    let ours = rz_recv_multi(&mut stream);
+    assert!(ours[1].is_empty());
+    lstream
+        .send_multipart([lhello[0].clone(), b"from libzmq".to_vec()], 0)
+        .unwrap();
+    let got = rz_recv_multi(&mut stream);
+    assert_eq!(got[1], b"from libzmq");
+    rz_send_multi(&mut stream, &[ours[0].clone(), b"from rzmq".to_vec()]);
+    let back = lstream.recv_multipart(0).unwrap();
+    assert_eq!(back[1], b"from rzmq");
+}
