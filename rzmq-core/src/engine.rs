@@ -356,6 +356,9 @@ impl Engine {
                 return Progress::Open;
             }
             match self.proto.write_to(&mut self.stream) {
+                // Nothing went out: the kernel buffer is full (the codec maps WouldBlock to 0).
+                // Wait for the writable edge instead of spinning.
+                Ok(0) => return Progress::Open,
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Progress::Open,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -32,6 +32,7 @@ pub mod proxy;
 pub mod signal;
 
 pub mod socket;
+pub mod spsc;
 
 pub mod transport;
 pub mod zmtp;

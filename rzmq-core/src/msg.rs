@@ -117,11 +117,29 @@ enum Body {
         len: u8,
         data: [u8; INLINE_CAP],
     },
+    /// Bytes rzmq allocated: refcount and data in one allocation.
+    Owned {
+        buf: Arc<[u8]>,
+        off: usize,
+        len: usize,
+    },
+    /// A [`Buffer`]: a caller's memory with a release callback, or a taken-over `Vec`.
     Shared {
         buf: Arc<Buffer>,
         off: usize,
         len: usize,
     },
+}
+
+/// Where a frame's bytes live (for zero-copy transports and tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StorageInfo {
+    /// Start of the whole allocation the frame's bytes are part of.
+    pub base: *const u8,
+    /// Size of that allocation.
+    pub capacity: usize,
+    /// Number of message handles sharing it.
+    pub owners: usize,
 }
 
 /// Connection properties attached to received messages (`zmq_msg_gets`).
@@ -229,7 +247,16 @@ impl Msg {
                 ..Msg::new()
             }
         } else {
-            Msg::from_boxed(vec![0u8; len].into_boxed_slice())
+            // One zeroed allocation for refcount and bytes (calloc: fresh pages for large sizes).
+            Msg::owned(zeroed_arc(len))
+        }
+    }
+
+    fn owned(buf: Arc<[u8]>) -> Msg {
+        let len = buf.len();
+        Msg {
+            body: Body::Owned { buf, off: 0, len },
+            ..Msg::new()
         }
     }
 
@@ -246,7 +273,7 @@ impl Msg {
                 ..Msg::new()
             }
         } else {
-            Msg::from_boxed(data.to_vec().into_boxed_slice())
+            Msg::owned(Arc::from(data))
         }
     }
 
@@ -293,7 +320,56 @@ impl Msg {
     pub fn data(&self) -> &[u8] {
         match &self.body {
             Body::Inline { len, data } => &data[..*len as usize],
+            Body::Owned { buf, off, len } => &buf[*off..*off + *len],
             Body::Shared { buf, off, len } => &buf.as_slice()[*off..*off + *len],
+        }
+    }
+
+    /// A frame viewing `len` bytes at `off` of this one, sharing its storage (copying only when
+    /// small enough to be inline). None when the range is outside the frame.
+    pub fn slice(&self, off: usize, len: usize) -> Option<Msg> {
+        let end = off.checked_add(len)?;
+        if end > self.len() {
+            return None;
+        }
+        if len <= INLINE_CAP {
+            return Some(Msg::copy_from(&self.data()[off..end]));
+        }
+        Some(match &self.body {
+            Body::Inline { data, .. } => Msg::copy_from(&data[off..end]),
+            Body::Owned { buf, off: o, .. } => Msg {
+                body: Body::Owned {
+                    buf: buf.clone(),
+                    off: o + off,
+                    len,
+                },
+                ..Msg::new()
+            },
+            Body::Shared { buf, off: o, .. } => Msg {
+                body: Body::Shared {
+                    buf: buf.clone(),
+                    off: o + off,
+                    len,
+                },
+                ..Msg::new()
+            },
+        })
+    }
+
+    /// Where the bytes live: the allocation, its size and how many handles share it.
+    pub fn storage_info(&self) -> Option<StorageInfo> {
+        match &self.body {
+            Body::Inline { .. } => None,
+            Body::Owned { buf, .. } => Some(StorageInfo {
+                base: buf.as_ptr(),
+                capacity: buf.len(),
+                owners: Arc::strong_count(buf),
+            }),
+            Body::Shared { buf, .. } => Some(StorageInfo {
+                base: buf.as_ptr(),
+                capacity: buf.len(),
+                owners: Arc::strong_count(buf),
+            }),
         }
     }
 
@@ -301,6 +377,10 @@ impl Msg {
     pub fn data_mut(&mut self) -> Option<&mut [u8]> {
         match &mut self.body {
             Body::Inline { len, data } => Some(&mut data[..*len as usize]),
+            Body::Owned { buf, off, len } => {
+                let (o, l) = (*off, *len);
+                Arc::get_mut(buf).map(|b| &mut b[o..o + l])
+            }
             Body::Shared { buf, off, len } => {
                 let b = Arc::get_mut(buf)?;
                 let (o, l) = (*off, *len);
@@ -319,6 +399,16 @@ impl Msg {
     pub fn data_ptr(&mut self) -> *mut u8 {
         match &mut self.body {
             Body::Inline { data, .. } => data.as_mut_ptr(),
+            Body::Owned { buf, off, .. } => {
+                let o = *off;
+                match Arc::get_mut(buf) {
+                    // SAFETY: o is within the allocation (checked at construction).
+                    Some(b) => unsafe { b.as_mut_ptr().add(o) },
+                    // Shared storage: as in libzmq, writing through it is the caller's business.
+                    // SAFETY: o is within the allocation.
+                    None => unsafe { buf.as_ptr().add(o) as *mut u8 },
+                }
+            }
             // SAFETY: off is within the buffer (checked at construction).
             Body::Shared { buf, off, .. } => unsafe { buf.ptr.add(*off) },
         }
@@ -329,7 +419,7 @@ impl Msg {
     pub fn len(&self) -> usize {
         match &self.body {
             Body::Inline { len, .. } => *len as usize,
-            Body::Shared { len, .. } => *len,
+            Body::Owned { len, .. } | Body::Shared { len, .. } => *len,
         }
     }
 
@@ -342,7 +432,7 @@ impl Msg {
     /// The shared buffer behind this frame, if it is not inline (for zero-copy transports).
     pub fn buffer(&self) -> Option<(&Arc<Buffer>, usize)> {
         match &self.body {
-            Body::Inline { .. } => None,
+            Body::Inline { .. } | Body::Owned { .. } => None,
             Body::Shared { buf, off, .. } => Some((buf, *off)),
         }
     }
@@ -388,13 +478,14 @@ impl Msg {
     pub fn is_shared(&self) -> bool {
         match &self.body {
             Body::Inline { .. } => false,
+            Body::Owned { buf, .. } => self.flags & FLAG_SHARED != 0 || Arc::strong_count(buf) > 1,
             Body::Shared { buf, .. } => self.flags & FLAG_SHARED != 0 || Arc::strong_count(buf) > 1,
         }
     }
 
     /// A second handle on the same bytes (no copy for shared frames), as `zmq_msg_copy`.
     pub fn share(&mut self) -> Msg {
-        if let Body::Shared { .. } = self.body {
+        if !matches!(self.body, Body::Inline { .. }) {
             self.flags |= FLAG_SHARED;
         }
         self.clone()
@@ -431,6 +522,13 @@ impl Msg {
         self.routing_id = 0;
         self.metadata = None;
     }
+}
+
+/// A zero-filled shared allocation of `len` bytes, refcount included.
+fn zeroed_arc(len: usize) -> Arc<[u8]> {
+    let uninit = Arc::<[u8]>::new_zeroed_slice(len);
+    // SAFETY: new_zeroed_slice filled every byte with zero, a valid u8.
+    unsafe { uninit.assume_init() }
 }
 
 impl fmt::Debug for Msg {
@@ -487,7 +585,7 @@ mod tests {
     #[test]
     fn inline_and_shared() {
         let m = Msg::copy_from(b"hello");
-        assert!(m.buffer().is_none());
+        assert!(m.storage_info().is_none());
         assert_eq!(m.data(), b"hello");
         let big = vec![7u8; 1000];
         let mut m = Msg::from_vec(big.clone());
@@ -495,6 +593,14 @@ mod tests {
         assert!(!m.is_shared());
         let c = m.share();
         assert!(m.is_shared() && c.is_shared());
+        assert_eq!(m.storage_info().unwrap().owners, 2);
+        let s = m.slice(100, 200).unwrap();
+        assert_eq!(s.data(), &big[100..300]);
+        assert_eq!(
+            s.storage_info().unwrap().base,
+            m.storage_info().unwrap().base
+        );
+        assert!(m.slice(900, 200).is_none());
         assert_eq!(c.data().as_ptr(), m.data().as_ptr());
     }
 

@@ -11,7 +11,7 @@
 //! A pipe also carries the peer's properties (set by the engine when a handshake completes) and the
 //! close state of each end. This module knows nothing of sockets, engines or transports.
 
-use crossbeam_queue::SegQueue;
+use crate::spsc;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -48,7 +48,8 @@ enum Item {
 }
 
 struct Shared {
-    queue: SegQueue<Item>,
+    /// The newest message of a conflating pipe (`ZMQ_CONFLATE`), which has no queue.
+    latest: Mutex<Option<Item>>,
     /// The reader found the queue empty and wants an activation.
     reader_idle: AtomicBool,
     /// The writer hit its HWM and wants an activation.
@@ -97,8 +98,9 @@ pub fn pipe(hwm: u64) -> (Writer, Reader) {
 /// reports itself full.
 pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
     let hwm = if conflate { 0 } else { hwm };
+    let (producer, consumer) = spsc::queue();
     let shared = Arc::new(Shared {
-        queue: SegQueue::new(),
+        latest: Mutex::new(None),
         reader_idle: AtomicBool::new(true),
         writer_waiting: AtomicBool::new(false),
         msgs_read: AtomicU64::new(0),
@@ -112,6 +114,7 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
     (
         Writer {
             shared: shared.clone(),
+            q: producer,
             hwm,
             written: 0,
             read_seen: 0,
@@ -121,6 +124,8 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
         },
         Reader {
             shared,
+            q: consumer,
+            conflate,
             read: 0,
             in_multipart: false,
             closed: false,
@@ -132,6 +137,7 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
 /// The writing end of a pipe.
 pub struct Writer {
     shared: Arc<Shared>,
+    q: spsc::Producer<Item>,
     hwm: u64,
     written: u64,
     read_seen: u64,
@@ -199,18 +205,19 @@ impl Writer {
             self.pending.push(msg);
             return;
         }
-        if self.conflate {
-            // Only the newest message is kept: drop what the reader has not taken yet.
-            self.pending.clear();
-            while self.shared.queue.pop().is_some() {}
-        }
-        if self.pending.is_empty() {
-            self.shared.queue.push(Item::One(msg));
+        let item = if self.pending.is_empty() {
+            Item::One(msg)
         } else {
             // All frames become visible together: the reader never sees half a message.
             let mut frames = std::mem::take(&mut self.pending);
             frames.push(msg);
-            self.shared.queue.push(Item::Many(frames));
+            Item::Many(frames)
+        };
+        if self.conflate {
+            // Only the newest message is kept, replacing one the reader has not taken yet.
+            *self.shared.latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(item);
+        } else {
+            self.q.push(item);
         }
         self.written += 1;
         self.wake_reader();
@@ -288,6 +295,8 @@ impl Drop for Writer {
 /// The reading end of a pipe.
 pub struct Reader {
     shared: Arc<Shared>,
+    q: spsc::Consumer<Item>,
+    conflate: bool,
     read: u64,
     in_multipart: bool,
     closed: bool,
@@ -296,6 +305,32 @@ pub struct Reader {
 }
 
 impl Reader {
+    #[inline]
+    fn pop_item(&mut self) -> Option<Item> {
+        if self.conflate {
+            self.shared
+                .latest
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+        } else {
+            self.q.pop()
+        }
+    }
+
+    #[inline]
+    fn queue_empty(&self) -> bool {
+        if self.conflate {
+            self.shared
+                .latest
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_none()
+        } else {
+            self.q.is_empty()
+        }
+    }
+
     /// Sets who is told when messages arrive or the writer closes. If messages are already
     /// queued, the new target is activated at once.
     pub fn set_target(&self, target: Target) {
@@ -306,7 +341,7 @@ impl Reader {
             .unwrap_or_else(|e| e.into_inner());
         *g = Some(target);
         drop(g);
-        if !self.shared.queue.is_empty() && self.shared.reader_idle.swap(false, Ordering::SeqCst) {
+        if !self.queue_empty() && self.shared.reader_idle.swap(false, Ordering::SeqCst) {
             self.shared
                 .notify_reader(|t| t.notify.activate_read(t.token));
         }
@@ -318,12 +353,12 @@ impl Reader {
         let m = match self.batch.next() {
             Some(m) => m,
             None => {
-                let item = match self.shared.queue.pop() {
+                let item = match self.pop_item() {
                     Some(i) => i,
                     None => {
                         self.shared.reader_idle.store(true, Ordering::SeqCst);
                         fence(Ordering::SeqCst);
-                        let i = self.shared.queue.pop()?;
+                        let i = self.pop_item()?;
                         self.shared.reader_idle.store(false, Ordering::SeqCst);
                         i
                     }
@@ -355,12 +390,12 @@ impl Reader {
     /// True when a frame can be read now. When not, the reader is registered for an activation
     /// (exactly as a `read` returning `None`), so a later write wakes its owner.
     pub fn has_msg(&self) -> bool {
-        if self.batch.len() > 0 || !self.shared.queue.is_empty() {
+        if self.batch.len() > 0 || !self.queue_empty() {
             return true;
         }
         self.shared.reader_idle.store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        if self.shared.queue.is_empty() {
+        if self.queue_empty() {
             return false;
         }
         self.shared.reader_idle.store(false, Ordering::SeqCst);
@@ -376,7 +411,7 @@ impl Reader {
     pub fn is_finished(&self) -> bool {
         self.shared.writer_closed.load(Ordering::Acquire)
             && self.batch.len() == 0
-            && self.shared.queue.is_empty()
+            && self.queue_empty()
     }
 
     /// True once the writer closed its end.
@@ -420,7 +455,7 @@ impl Reader {
         self.shared.notify_writer(|t| t.notify.pipe_closed(t.token));
         // Release queued frames (and their external buffers) now rather than when the writer goes.
         self.batch = Vec::new().into_iter();
-        while self.shared.queue.pop().is_some() {}
+        while self.pop_item().is_some() {}
     }
 }
 

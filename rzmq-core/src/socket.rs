@@ -700,14 +700,20 @@ impl Socket {
 
     /// Sets an option from its raw C representation (`zmq_setsockopt`).
     pub fn set_option_raw(&mut self, opt: i32, value: &[u8]) -> Result<()> {
+        self.set_option_nullable(opt, Some(value))
+    }
+
+    /// Sets an option where `None` is C's `(NULL, 0)`, which libzmq treats differently from an
+    /// empty value for some options (it clears SOCKS_PROXY, BINDTODEVICE, filters, PLAIN names).
+    pub fn set_option_nullable(&mut self, opt: i32, value: Option<&[u8]>) -> Result<()> {
         if self.closed {
             return Err(Error::NotSock);
         }
-        if self.ctx.inner().is_terminating() && opt != crate::options::LINGER {
+        if self.ctx.inner().is_terminating() {
             return Err(Error::Term);
         }
-        self.options.set(opt, value)?;
-        self.pattern.set_option(opt, value, &mut self.pipes)?;
+        self.options.set_raw(opt, value)?;
+        self.pattern.set_option(opt, value.unwrap_or(&[]), &mut self.pipes)?;
         self.drain_kills();
         Ok(())
     }
@@ -723,18 +729,16 @@ impl Socket {
         if self.closed {
             return Err(Error::NotSock);
         }
+        if self.ctx.inner().is_terminating() {
+            return Err(Error::Term);
+        }
         match opt {
-            o::RCVMORE => Ok(OptValue::Int(i32::from(self.rcvmore))),
-            o::FD => Ok(OptValue::Int(self.fd())),
-            o::EVENTS => {
-                if self.ctx.inner().is_terminating() {
-                    return Err(Error::Term);
-                }
-                Ok(OptValue::Int(i32::from(self.events()?)))
-            }
+            o::RCVMORE => Ok(OptValue::IntRelaxed(i32::from(self.rcvmore))),
+            o::FD => Ok(OptValue::IntRelaxed(self.fd())),
+            o::EVENTS => Ok(OptValue::IntRelaxed(i32::from(self.events()?))),
             o::TYPE => Ok(OptValue::Int(self.ty as i32)),
             o::LAST_ENDPOINT => Ok(OptValue::Str(self.last_endpoint.clone().into_bytes())),
-            o::THREAD_SAFE => Ok(OptValue::Int(0)),
+            o::THREAD_SAFE => Ok(OptValue::IntRelaxed(0)),
             _ => self.options.get(opt),
         }
     }

@@ -96,7 +96,10 @@ impl IoThread {
         };
         let join = std::thread::Builder::new()
             .name(name)
-            .spawn(move || Reactor::new(s2, poll).run())
+            .spawn(move || {
+                block_signals();
+                Reactor::new(s2, poll).run()
+            })
             .map_err(Error::from)?;
         Ok(IoThread {
             shared,
@@ -125,6 +128,21 @@ impl IoThread {
             shared: self.shared.clone(),
             token,
         }
+    }
+}
+
+/// Blocks the usual asynchronous signals on the calling (I/O) thread, as libzmq does, so that
+/// SIGINT and friends reach the application's threads and interrupt their blocking calls.
+fn block_signals() {
+    // SAFETY: sigset_t is plain data initialised by sigemptyset; the calls only touch it and the
+    // calling thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2, libc::SIGPIPE, libc::SIGALRM, libc::SIGCHLD] {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
 }
 

@@ -146,8 +146,8 @@ impl Batch {
     /// A message holding `len` bytes at `off` of the batch buffer.
     fn body(&self, off: usize, len: usize) -> Msg {
         if len > INLINE_CAP && self.slice {
-            if let Some((buf, base)) = self.chunk.buffer() {
-                return Msg::from_buffer(buf.clone(), base + off, len);
+            if let Some(m) = self.chunk.slice(off, len) {
+                return m;
             }
         }
         Msg::copy_from(self.chunk.data().get(off..off + len).unwrap_or(&[]))
@@ -531,12 +531,12 @@ mod tests {
         feed(&mut d, &wire);
         let mut held = Vec::new();
         while let Some((_, m)) = d.next_frame().unwrap() {
-            assert!(m.buffer().is_some());
+            assert!(m.storage_info().is_some());
             held.push(m);
         }
-        let (b0, _) = held[0].buffer().unwrap();
-        let (b1, _) = held[199].buffer().unwrap();
-        assert!(std::sync::Arc::ptr_eq(b0, b1), "slices of one batch buffer");
+        let b0 = held[0].storage_info().unwrap();
+        let b1 = held[199].storage_info().unwrap();
+        assert_eq!(b0.base, b1.base, "slices of one batch buffer");
         // The batch buffer is shared now: more input goes to a fresh one, and old slices stay intact.
         feed(&mut d, &encode(&[(0, vec![0xEE; 100])]));
         let (_, m) = d.next_frame().unwrap().unwrap();
@@ -551,10 +551,9 @@ mod tests {
         let mut d = Decoder::new(-1);
         feed(&mut d, &encode(&[(0, vec![1; 100])]));
         let (_, m) = d.next_frame().unwrap().unwrap();
-        let (b, _) = m.buffer().unwrap();
+        let b = m.storage_info().unwrap();
         assert_eq!(
-            b.len(),
-            100,
+            b.capacity, 100,
             "exact-size copy, not a slice of the batch buffer"
         );
     }
@@ -660,8 +659,8 @@ mod tests {
         while !q.is_empty() {
             q.write_to(&mut w).unwrap();
             if w.out.len() > 6 + 9 + 20_000 {
-                let (b, _) = probe.buffer().unwrap();
-                assert_eq!(std::sync::Arc::strong_count(b), 1, "sent body released");
+                let b = probe.storage_info().unwrap();
+                assert_eq!(b.owners, 1, "sent body released");
             }
         }
         assert_eq!(w.out.len(), expect_len);

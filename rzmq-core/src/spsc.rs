@@ -1,0 +1,257 @@
+//! A single-producer single-consumer queue of chunks, the storage under every pipe.
+//!
+//! The producer fills slots of the tail chunk and publishes a running count with a release store;
+//! the consumer reads slots up to that count. No compare-and-swap on either side: a push is a
+//! slot write plus one store, a pop one load (amortised) plus a slot read. Chunks hold `CHUNK`
+//! items; the consumer hands an emptied chunk back to the producer through a one-slot spare, so a
+//! steady stream allocates nothing.
+//!
+//! Safety rests on the split of ownership: the producer-side fields are touched only through
+//! [`Producer`], the consumer-side fields only through [`Consumer`], and there is exactly one of
+//! each per queue (they are not `Clone`).
+
+use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+const CHUNK: usize = 256;
+
+struct Chunk<T> {
+    slots: [UnsafeCell<MaybeUninit<T>>; CHUNK],
+    next: AtomicPtr<Chunk<T>>,
+}
+
+impl<T> Chunk<T> {
+    fn alloc() -> *mut Chunk<T> {
+        let c: Box<Chunk<T>> = Box::new(Chunk {
+            // SAFETY: an array of UnsafeCell<MaybeUninit<T>> needs no initialisation.
+            slots: unsafe { MaybeUninit::uninit().assume_init() },
+            next: AtomicPtr::new(ptr::null_mut()),
+        });
+        Box::into_raw(c)
+    }
+}
+
+struct ProducerSide<T> {
+    chunk: *mut Chunk<T>,
+    pos: usize,
+    count: usize,
+}
+
+struct ConsumerSide<T> {
+    chunk: *mut Chunk<T>,
+    pos: usize,
+    count: usize,
+    /// The producer's count as last seen.
+    seen: usize,
+}
+
+struct Inner<T> {
+    /// Items pushed so far (published by the producer).
+    produced: AtomicUsize,
+    /// An emptied chunk returned by the consumer for reuse.
+    spare: AtomicPtr<Chunk<T>>,
+    prod: UnsafeCell<ProducerSide<T>>,
+    cons: UnsafeCell<ConsumerSide<T>>,
+}
+
+// SAFETY: items move from the producer thread to the consumer thread (T: Send); the producer and
+// consumer sides are each used by exactly one thread at a time (see the module docs).
+unsafe impl<T: Send> Send for Inner<T> {}
+// SAFETY: as above; shared access goes through atomics or the side owned by the caller.
+unsafe impl<T: Send> Sync for Inner<T> {}
+
+impl<T> Drop for Inner<T> {
+    fn drop(&mut self) {
+        // Exclusive access: drop the items still queued, then free every chunk.
+        let produced = *self.produced.get_mut();
+        let cons = self.cons.get_mut();
+        let mut chunk = cons.chunk;
+        let mut pos = cons.pos;
+        let mut count = cons.count;
+        while count < produced {
+            if pos == CHUNK {
+                // SAFETY: the producer linked `next` before writing into it.
+                let next = unsafe { (*chunk).next.load(Ordering::Acquire) };
+                // SAFETY: chunk was allocated by Chunk::alloc and is no longer referenced.
+                drop(unsafe { Box::from_raw(chunk) });
+                chunk = next;
+                pos = 0;
+            }
+            // SAFETY: slots below `produced` and at or above the consumer's count are initialised.
+            unsafe { (*(*chunk).slots[pos].get()).assume_init_drop() };
+            pos += 1;
+            count += 1;
+        }
+        while !chunk.is_null() {
+            // SAFETY: chunk came from Chunk::alloc; `next` is null past the tail.
+            let next = unsafe { (*chunk).next.load(Ordering::Acquire) };
+            // SAFETY: as above; no slot of it holds a live item any more.
+            drop(unsafe { Box::from_raw(chunk) });
+            chunk = next;
+        }
+        let spare = *self.spare.get_mut();
+        if !spare.is_null() {
+            // SAFETY: the spare came from Chunk::alloc and is referenced nowhere else.
+            drop(unsafe { Box::from_raw(spare) });
+        }
+    }
+}
+
+/// The pushing end.
+pub struct Producer<T> {
+    inner: Arc<Inner<T>>,
+}
+
+/// The popping end.
+pub struct Consumer<T> {
+    inner: Arc<Inner<T>>,
+}
+
+/// A new queue.
+pub fn queue<T: Send>() -> (Producer<T>, Consumer<T>) {
+    let first = Chunk::<T>::alloc();
+    let inner = Arc::new(Inner {
+        produced: AtomicUsize::new(0),
+        spare: AtomicPtr::new(ptr::null_mut()),
+        prod: UnsafeCell::new(ProducerSide {
+            chunk: first,
+            pos: 0,
+            count: 0,
+        }),
+        cons: UnsafeCell::new(ConsumerSide {
+            chunk: first,
+            pos: 0,
+            count: 0,
+            seen: 0,
+        }),
+    });
+    (
+        Producer {
+            inner: inner.clone(),
+        },
+        Consumer { inner },
+    )
+}
+
+impl<T> Producer<T> {
+    /// Appends an item.
+    #[inline]
+    pub fn push(&mut self, item: T) {
+        // SAFETY: only the single Producer touches the producer side.
+        let p = unsafe { &mut *self.inner.prod.get() };
+        if p.pos == CHUNK {
+            let mut next = self.inner.spare.swap(ptr::null_mut(), Ordering::Acquire);
+            if next.is_null() {
+                next = Chunk::alloc();
+            } else {
+                // SAFETY: the spare is exclusively ours now; reset its link.
+                unsafe { (*next).next.store(ptr::null_mut(), Ordering::Relaxed) };
+            }
+            // SAFETY: p.chunk is the live tail chunk; linking happens before any item in `next`
+            // is published (the Release store of `produced` below orders it).
+            unsafe { (*p.chunk).next.store(next, Ordering::Release) };
+            p.chunk = next;
+            p.pos = 0;
+        }
+        // SAFETY: the slot at p.pos has not been published, so the consumer does not read it.
+        unsafe { (*(*p.chunk).slots[p.pos].get()).write(item) };
+        p.pos += 1;
+        p.count += 1;
+        self.inner.produced.store(p.count, Ordering::Release);
+    }
+}
+
+impl<T> Consumer<T> {
+    /// Removes the oldest item, if any.
+    #[inline]
+    pub fn pop(&mut self) -> Option<T> {
+        // SAFETY: only the single Consumer touches the consumer side.
+        let c = unsafe { &mut *self.inner.cons.get() };
+        if c.count == c.seen {
+            c.seen = self.inner.produced.load(Ordering::Acquire);
+            if c.count == c.seen {
+                return None;
+            }
+        }
+        if c.pos == CHUNK {
+            // SAFETY: the producer linked `next` before publishing items in it (Acquire above).
+            let next = unsafe { (*c.chunk).next.load(Ordering::Acquire) };
+            let old = c.chunk;
+            c.chunk = next;
+            c.pos = 0;
+            // Hand the emptied chunk back for reuse; free it if a spare is already waiting.
+            let prev = self.inner.spare.swap(old, Ordering::AcqRel);
+            if !prev.is_null() {
+                // SAFETY: prev came from Chunk::alloc and nobody else references it.
+                drop(unsafe { Box::from_raw(prev) });
+            }
+        }
+        // SAFETY: the slot is below the published count, so it was written and not yet read.
+        let item = unsafe { (*(*c.chunk).slots[c.pos].get()).assume_init_read() };
+        c.pos += 1;
+        c.count += 1;
+        Some(item)
+    }
+
+    /// True when no item is available now.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        // SAFETY: only the single Consumer touches the consumer side; this is a read.
+        let c = unsafe { &*self.inner.cons.get() };
+        c.count == self.inner.produced.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn order_across_chunks_and_threads() {
+        let (mut p, mut c) = queue::<u64>();
+        let n = 100_000u64;
+        let t = std::thread::spawn(move || {
+            for i in 0..n {
+                p.push(i);
+            }
+        });
+        let mut next = 0;
+        while next < n {
+            if let Some(v) = c.pop() {
+                assert_eq!(v, next);
+                next += 1;
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        t.join().unwrap();
+        assert!(c.pop().is_none());
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn leftovers_are_dropped_once() {
+        static DROPS: AtomicUsize = AtomicUsize::new(0);
+        struct D;
+        impl Drop for D {
+            fn drop(&mut self) {
+                DROPS.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let (mut p, mut c) = queue::<D>();
+        for _ in 0..(CHUNK * 2 + 7) {
+            p.push(D);
+        }
+        for _ in 0..(CHUNK + 3) {
+            drop(c.pop().unwrap());
+        }
+        assert_eq!(DROPS.load(Ordering::SeqCst), CHUNK + 3);
+        drop(p);
+        drop(c);
+        assert_eq!(DROPS.load(Ordering::SeqCst), CHUNK * 2 + 7);
+    }
+}
