@@ -54,6 +54,10 @@ fn pair_exchanges_multipart() {
         );
         b.send(payload(200_000, 3), 0).unwrap();
         assert_eq!(a.recv_bytes(0).unwrap(), payload(200_000, 3), "{t}");
+        // Larger than the kernel's socket buffers: both ends share one I/O thread here, so the
+        // writer must yield on a full buffer instead of spinning.
+        a.send(payload(16 << 20, 4), 0).unwrap();
+        assert_eq!(b.recv_bytes(0).unwrap(), payload(16 << 20, 4), "{t}");
     }
 }
 
