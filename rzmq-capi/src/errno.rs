@@ -3,7 +3,7 @@
 //!
 //! libzmq reports failures through the C library's thread-local `errno` (and `zmq_errno` simply
 //! returns it), so C callers may read either; we do the same. Every exported function runs its
-//! body through [`call`] (or one of its siblings), which catches panics so that none unwinds
+//! body through `call` (or one of its siblings), which catches panics so that none unwinds
 //! into C, and sets `errno` last, after every local (and any release callback it triggers) is
 //! dropped.
 

@@ -2,7 +2,7 @@
 //!
 //! A `zmq_msg_t` is 64 bytes aligned to a pointer. It holds an rzmq [`Msg`] in place at offset 0
 //! ([`MSG_SIZE`] <= 56 bytes) and an 8-byte tag in its last bytes saying whether the message is
-//! initialised ([`LIVE`]) or closed. An uninitialised or closed message therefore fails with
+//! initialised (a LIVE tag) or closed. An uninitialised or closed message therefore fails with
 //! `EFAULT` (libzmq's `check()`), and closing twice is an error, not a double free. A `Msg` holds
 //! no pointer into itself, so C code may move a `zmq_msg_t` with memcpy, as libzmq allows.
 //!

@@ -1,6 +1,6 @@
 //! `zmq_poll` over `zmq_pollitem_t` (sockets and raw file descriptors).
 //!
-//! Runs rzmq-core's [`poll`](rzmq_core::poll::poll). A socket may appear in several items, so
+//! Runs [`rzmq_core::poll::poll`]. A socket may appear in several items, so
 //! each item holds only the raw handle and borrows the socket for the length of each readiness
 //! check, never two at once.
 

@@ -1,6 +1,6 @@
 //! `zmq_proxy`, `zmq_proxy_steerable` and the deprecated `zmq_device`.
 //!
-//! Runs rzmq-core's [`proxy`](rzmq_core::proxy::proxy). libzmq also accepts the same socket as
+//! Runs [`rzmq_core::proxy::proxy`]. libzmq also accepts the same socket as
 //! frontend and backend (a socket that answers itself, as in its `test_proxy_single_socket`);
 //! two `&mut` to one socket cannot exist in Rust, so that case runs a single-socket loop here.
 

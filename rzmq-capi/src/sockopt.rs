@@ -30,18 +30,18 @@ pub unsafe extern "C" fn zmq_setsockopt(
     call(|| {
         // SAFETY: caller's contract.
         let sock = unsafe { sock_mut(s) }?;
-        let value: &[u8] = if optval.is_null() {
+        let value: Option<&[u8]> = if optval.is_null() {
             if optvallen != 0 {
                 return Err(Error::Inval);
             }
-            &[]
+            None
         } else if optvallen == 0 {
-            &[]
+            Some(&[])
         } else {
             // SAFETY: optval is readable for optvallen bytes (caller's contract).
-            unsafe { std::slice::from_raw_parts(optval.cast::<u8>(), optvallen) }
+            Some(unsafe { std::slice::from_raw_parts(optval.cast::<u8>(), optvallen) })
         };
-        sock.set_option_raw(option, value)?;
+        sock.set_option_nullable(option, value)?;
         Ok(0)
     })
 }

@@ -713,7 +713,8 @@ impl Socket {
             return Err(Error::Term);
         }
         self.options.set_raw(opt, value)?;
-        self.pattern.set_option(opt, value.unwrap_or(&[]), &mut self.pipes)?;
+        self.pattern
+            .set_option(opt, value.unwrap_or(&[]), &mut self.pipes)?;
         self.drain_kills();
         Ok(())
     }
