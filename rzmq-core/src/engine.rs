@@ -248,6 +248,8 @@ pub struct Engine {
     pub read_pending: bool,
     /// Bytes of the current outgoing multipart message already taken from the pipe.
     pub out_in_multipart: bool,
+    /// The peer hung up (or the stream errored): read until the end of the stream.
+    pub hup: bool,
 }
 
 impl Engine {
@@ -259,6 +261,7 @@ impl Engine {
             stalled: None,
             read_pending: false,
             out_in_multipart: false,
+            hup: false,
         }
     }
 
@@ -291,9 +294,14 @@ impl Engine {
         self.read_pending = false;
         loop {
             let buf = self.proto.recv_buffer();
+            let room = buf.len();
             match self.stream.read(buf) {
                 Ok(0) => return Progress::Closed(Closed::Eof),
                 Ok(n) => {
+                    // A short read drained the socket: the next arrival raises a new edge, so
+                    // skip the read that would only return EAGAIN (unless the peer hung up, when
+                    // we must read on to see the end of the stream).
+                    let drained = n < room && !self.hup;
                     if let Err(e) = self.proto.received(n, now) {
                         return Progress::Closed(Closed::Protocol(e));
                     }
@@ -301,6 +309,9 @@ impl Engine {
                         return p;
                     }
                     if self.stalled.is_some() {
+                        return Progress::Open;
+                    }
+                    if drained {
                         return Progress::Open;
                     }
                     budget = budget.saturating_sub(n);

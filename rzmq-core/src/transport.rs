@@ -368,6 +368,8 @@ struct Reactor {
     objects: HashMap<u64, Object>,
     timers: BinaryHeap<std::cmp::Reverse<(Instant, u64)>>,
     shutting_down: bool,
+    /// Sessions that stopped reading on their budget, not on WouldBlock: read them again.
+    read_again: Vec<u64>,
 }
 
 enum Fate {
@@ -383,6 +385,7 @@ impl Reactor {
             objects: HashMap::new(),
             timers: BinaryHeap::new(),
             shutting_down: false,
+            read_again: Vec::new(),
         }
     }
 
@@ -412,16 +415,9 @@ impl Reactor {
                 .timers
                 .peek()
                 .map(|std::cmp::Reverse((t, _))| t.saturating_duration_since(now));
-            let pending_reads: Vec<u64> = self
-                .objects
-                .iter()
-                .filter_map(|(t, o)| match o {
-                    Object::Session(s) if s.engine.as_ref().is_some_and(|e| e.read_pending) => {
-                        Some(*t)
-                    }
-                    _ => None,
-                })
-                .collect();
+            let mut pending_reads = std::mem::take(&mut self.read_again);
+            pending_reads.sort_unstable();
+            pending_reads.dedup();
             if !pending_reads.is_empty() {
                 timeout = Some(Duration::ZERO);
             }
@@ -438,6 +434,13 @@ impl Reactor {
                     continue;
                 }
                 let token = ev.token().0 as u64;
+                if ev.is_read_closed() || ev.is_error() {
+                    if let Some(Object::Session(s)) = self.objects.get_mut(&token) {
+                        if let Some(e) = s.engine.as_mut() {
+                            e.hup = true;
+                        }
+                    }
+                }
                 self.ready(
                     token,
                     ev.is_readable() || ev.is_read_closed() || ev.is_error(),
@@ -556,6 +559,9 @@ impl Reactor {
         };
         match f(&mut s, self, token) {
             Fate::Keep => {
+                if s.engine.as_ref().is_some_and(|e| e.read_pending) {
+                    self.read_again.push(token);
+                }
                 self.objects.insert(token, Object::Session(s));
             }
             Fate::Remove => {
@@ -954,9 +960,13 @@ impl Session {
     }
 
     fn on_pipe(&mut self, r: &mut Reactor, token: u64) -> Fate {
-        if self.engine.is_some() {
-            if let Some(f) = self.pump_in(r, token) {
-                return f;
+        if let Some(e) = self.engine.as_ref() {
+            // Reading resumes only where it had stopped for the socket's pipe; otherwise the
+            // stream's own readiness drives reads (no speculative read per outgoing message).
+            if e.stalled.is_some() || e.read_pending {
+                if let Some(f) = self.pump_in(r, token) {
+                    return f;
+                }
             }
             if let Some(f) = self.pump_out(r, token) {
                 return f;
