@@ -1,0 +1,864 @@
+//! One connection's RDMA data path: a QP, its CQ, the credit [`Ring`] and rendezvous, driven
+//! from outside by readiness (the seam rzmq-core's engine plugs into after the ZMTP handshake).
+//!
+//! Lifecycle: [`DataPath::new`] opens a PD, CQ and QP (at INIT), registers the receive ring and
+//! credit mailbox and returns the [`ConnectInfo`] to send to the peer over the control channel;
+//! [`DataPath::connect`] takes the peer's, posts the receives and moves the QP to RTS. Then the
+//! owner loops: when [`DataPath::fd`] is readable (or after sending), [`DataPath::process`];
+//! [`DataPath::recv`] until `None`; [`DataPath::send`] until it hands the message back
+//! (backpressure: ring credits, rendezvous slots); [`DataPath::flush`] once per burst; before
+//! sleeping [`DataPath::arm`] and one more `process` (the verbs arming race).
+//!
+//! Frames up to the eager limit (the rendezvous threshold, capped by half the peer's ring) are
+//! copied once into the ring mirror and once out of the receive ring into a [`Msg`]. Larger ones
+//! are not copied at all: the sender's buffer is registered (cached) and READ by the receiver
+//! into a pool buffer that becomes the received [`Msg`]; the sender's `Msg` (and with it an
+//! external buffer's release callback) is dropped only when the FIN arrives.
+//!
+//! Any completion error (wire cut, peer dead, access error) fails the data path: every call then
+//! returns the error, and dropping it releases every held sender buffer.
+
+use std::fmt;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rzmq_core::msg::{Msg, FLAG_COMMAND, FLAG_MORE};
+
+use crate::fd::EventFd;
+use crate::mr_cache::{CacheStats, CachedMr, MrCache};
+use crate::provider::{
+    self, Access, Cq, Device, Endpoint, InitAttr, ModifyQp, Mr, Pd, PostError, Qp, QpCaps, QpInit,
+    RecvWr, RemoteAddr, RtrAttr, RtsAttr, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus,
+    WorkCompletion,
+};
+use crate::region::Region;
+use crate::ring::{Kind, Op, Ring, RingConfig, RingError, RingStats, MAILBOX_LEN};
+use crate::rndv::{Descriptor, Inbox, Pool, PoolBuf, RndvError, RndvSender, DESC_LEN};
+
+/// Tunables of a data path.
+#[derive(Debug, Clone)]
+pub struct DataPathConfig {
+    /// Ring sizes and batching.
+    pub ring: RingConfig,
+    /// Frames above this many bytes go by rendezvous (`RZMQ_RDMA_RNDV_THRESHOLD`).
+    pub rndv_threshold: usize,
+    /// Rendezvous frames awaiting their FIN before `send` pushes back.
+    pub max_rndv_in_flight: usize,
+    /// RDMA READs in flight at once.
+    pub max_reads: usize,
+    /// Bytes of registered receive pool.
+    pub pool_bytes: usize,
+    /// Received frames buffered before the ring stops being drained (backpressure).
+    pub inbox_max: usize,
+    /// Registrations kept by the cache.
+    pub mr_cache_entries: usize,
+    /// Bytes of idle registrations kept by the cache.
+    pub mr_cache_bytes: usize,
+    /// Cache registrations (`RZMQ_RDMA_MR_CACHE`, default on).
+    pub mr_cache: bool,
+    /// RTS attributes (timeout, retries; the PSN is chosen here).
+    pub rts: RtsAttr,
+    /// RNR timer code advertised to the peer.
+    pub min_rnr_timer: u8,
+}
+
+impl Default for DataPathConfig {
+    fn default() -> Self {
+        DataPathConfig {
+            ring: RingConfig::default(),
+            rndv_threshold: crate::rndv::DEFAULT_THRESHOLD,
+            max_rndv_in_flight: 256,
+            max_reads: 16,
+            pool_bytes: 256 << 20,
+            inbox_max: 1024,
+            mr_cache_entries: 1024,
+            mr_cache_bytes: 1 << 30,
+            mr_cache: true,
+            rts: RtsAttr::new(0),
+            min_rnr_timer: 12,
+        }
+    }
+}
+
+impl DataPathConfig {
+    /// Defaults with `RZMQ_RDMA_RNDV_THRESHOLD` and `RZMQ_RDMA_MR_CACHE` applied.
+    pub fn from_env() -> DataPathConfig {
+        DataPathConfig {
+            rndv_threshold: crate::rndv::threshold_from_env(),
+            mr_cache: MrCache::enabled_from_env(),
+            ..DataPathConfig::default()
+        }
+    }
+}
+
+/// What one end sends the other (in the upgrade command on the control channel).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectInfo {
+    /// The QP.
+    pub endpoint: Endpoint,
+    /// Receive ring address.
+    pub ring_addr: u64,
+    /// Its rkey.
+    pub ring_rkey: u32,
+    /// Its size.
+    pub ring_size: u32,
+    /// Credit mailbox address.
+    pub mailbox_addr: u64,
+    /// Its rkey.
+    pub mailbox_rkey: u32,
+    /// Receives posted for notifications.
+    pub recv_depth: u32,
+}
+
+const CI_MAGIC: &[u8; 4] = b"RZRD";
+const CI_FIXED: usize = 4 + 1 + 8 + 4 + 4 + 8 + 4 + 4;
+
+impl ConnectInfo {
+    /// Wire form: `"RZRD"`, version 1, the fields little-endian, then the endpoint bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(CI_FIXED + 64);
+        v.extend_from_slice(CI_MAGIC);
+        v.push(1);
+        v.extend_from_slice(&self.ring_addr.to_le_bytes());
+        v.extend_from_slice(&self.ring_rkey.to_le_bytes());
+        v.extend_from_slice(&self.ring_size.to_le_bytes());
+        v.extend_from_slice(&self.mailbox_addr.to_le_bytes());
+        v.extend_from_slice(&self.mailbox_rkey.to_le_bytes());
+        v.extend_from_slice(&self.recv_depth.to_le_bytes());
+        v.extend_from_slice(&self.endpoint.to_bytes());
+        v
+    }
+
+    /// Parses [`ConnectInfo::to_bytes`]' output; never panics.
+    pub fn from_bytes(b: &[u8]) -> Result<ConnectInfo, DataPathError> {
+        let bad = DataPathError::Setup("malformed connect info");
+        if b.len() < CI_FIXED || &b[..4] != CI_MAGIC || b[4] != 1 {
+            return Err(bad);
+        }
+        let u64at = |o: usize| {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(&b[o..o + 8]);
+            u64::from_le_bytes(x)
+        };
+        let u32at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        Ok(ConnectInfo {
+            ring_addr: u64at(5),
+            ring_rkey: u32at(13),
+            ring_size: u32at(17),
+            mailbox_addr: u64at(21),
+            mailbox_rkey: u32at(29),
+            recv_depth: u32at(33),
+            endpoint: Endpoint::from_bytes(&b[CI_FIXED..])?,
+        })
+    }
+}
+
+/// Why a data path failed.
+#[derive(Debug)]
+pub enum DataPathError {
+    /// A verbs call failed.
+    Verbs(provider::Error),
+    /// A post failed.
+    Post(PostError),
+    /// A work request completed with an error (the QP is in ERR: wire cut, peer gone, ...).
+    Completion {
+        /// The status.
+        status: WcStatus,
+        /// The completion's opcode.
+        opcode: WcOpcode,
+    },
+    /// The peer broke the ring protocol.
+    Ring(RingError),
+    /// The peer broke the rendezvous protocol.
+    Rndv(RndvError),
+    /// Setup could not proceed (bad connect info, unsuitable device).
+    Setup(&'static str),
+    /// The data path failed earlier; it is unusable.
+    Failed,
+}
+
+impl fmt::Display for DataPathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DataPathError::Verbs(e) => write!(f, "verbs: {e}"),
+            DataPathError::Post(e) => write!(f, "{e}"),
+            DataPathError::Completion { status, opcode } => {
+                write!(f, "work request failed: {status:?} ({opcode:?})")
+            }
+            DataPathError::Ring(e) => write!(f, "{e}"),
+            DataPathError::Rndv(e) => write!(f, "{e}"),
+            DataPathError::Setup(w) => write!(f, "RDMA setup: {w}"),
+            DataPathError::Failed => f.write_str("RDMA data path failed earlier"),
+        }
+    }
+}
+
+impl std::error::Error for DataPathError {}
+
+impl From<provider::Error> for DataPathError {
+    fn from(e: provider::Error) -> Self {
+        DataPathError::Verbs(e)
+    }
+}
+impl From<PostError> for DataPathError {
+    fn from(e: PostError) -> Self {
+        DataPathError::Post(e)
+    }
+}
+impl From<RingError> for DataPathError {
+    fn from(e: RingError) -> Self {
+        DataPathError::Ring(e)
+    }
+}
+impl From<RndvError> for DataPathError {
+    fn from(e: RndvError) -> Self {
+        DataPathError::Rndv(e)
+    }
+}
+
+/// Per-connection counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Frames sent.
+    pub msgs_tx: u64,
+    /// Payload bytes sent.
+    pub bytes_tx: u64,
+    /// Frames received.
+    pub msgs_rx: u64,
+    /// Payload bytes received.
+    pub bytes_rx: u64,
+    /// Frames sent by rendezvous.
+    pub rndv_tx: u64,
+    /// Rendezvous READs completed.
+    pub rndv_reads: u64,
+    /// Payload copies made by the library (eager frames: one on each side).
+    pub copies: u64,
+    /// Bytes copied by those copies.
+    pub copied_bytes: u64,
+    /// Ring counters (credit stalls among them).
+    pub ring: RingStats,
+    /// Registration cache counters.
+    pub mr_cache: CacheStats,
+}
+
+const T_RECV: u64 = 1;
+const T_WRITE: u64 = 2;
+const T_READ: u64 = 3;
+
+fn wr_id(t: u64, covered: Option<u32>, token: u64) -> u64 {
+    (t << 56) | (u64::from(covered.unwrap_or(0)) & 0xffff) << 40 | (token & 0xff_ffff_ffff)
+}
+
+/// The data path of one connection. Fields drop in order: the QP first (the NIC stops), then
+/// registrations, then memory, then held sender frames.
+pub struct DataPath {
+    qp: Arc<dyn Qp>,
+    cq: Arc<dyn Cq>,
+    mirror_mr: Option<Arc<dyn Mr>>,
+    _ring_mr: Arc<dyn Mr>,
+    _mailbox_mr: Arc<dyn Mr>,
+    ring: Option<Ring>,
+    regions: Option<(Region, Region)>,
+    peer: Option<ConnectInfo>,
+    inbox: Inbox<Msg, PoolBuf>,
+    rndv_tx: RndvSender<(CachedMr, Msg)>,
+    pool: Pool,
+    cache: MrCache,
+    _pd: Arc<dyn Pd>,
+    _dev: Arc<dyn Device>,
+    epoll: OwnedFd,
+    wake: Arc<EventFd>,
+    cfg: DataPathConfig,
+    psn: u32,
+    max_inline: u32,
+    eager_max: usize,
+    wcs: Vec<WorkCompletion>,
+    stats: Stats,
+    failed: bool,
+}
+
+fn epoll_add(ep: RawFd, fd: RawFd) -> std::io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: fd as u64,
+    };
+    // SAFETY: valid epoll fd, valid fd, valid event struct.
+    if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+impl DataPath {
+    /// Creates the QP (INIT) and the receive side on `dev`; returns the info for the peer.
+    pub fn new(
+        dev: Arc<dyn Device>,
+        cfg: DataPathConfig,
+    ) -> Result<(DataPath, ConnectInfo), DataPathError> {
+        let pd = dev.alloc_pd()?;
+        let rc = &cfg.ring;
+        let cq = dev.create_cq(rc.max_send_wr + 2 * rc.recv_depth + cfg.max_reads as u32 + 64)?;
+        let qp = pd.create_qp(&QpInit {
+            send_cq: cq.clone(),
+            recv_cq: cq.clone(),
+            caps: QpCaps {
+                max_send_wr: rc.max_send_wr,
+                max_recv_wr: rc.recv_depth,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 64,
+            },
+            sq_sig_all: false,
+        })?;
+        let max_inline = qp.caps().max_inline_data;
+        if (max_inline as usize) < MAILBOX_LEN {
+            return Err(DataPathError::Setup("device inline limit below 32 bytes"));
+        }
+        let ring_region = Region::new(rc.size as usize);
+        let mailbox = Region::new(MAILBOX_LEN);
+        let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+        // SAFETY: both regions are owned by this DataPath and dropped after the MRs (field
+        // order); they are only accessed through the ring's protocol rules.
+        let ring_mr = unsafe { pd.reg_mr(ring_region.as_ptr(), ring_region.len(), rw) }?;
+        // SAFETY: as above.
+        let mailbox_mr = unsafe { pd.reg_mr(mailbox.as_ptr(), mailbox.len(), rw) }?;
+        qp.modify(&ModifyQp::Init(InitAttr {
+            port: dev.port(),
+            pkey_index: 0,
+            access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+        }))?;
+        let psn = (random_u32() & 0xff_ffff).max(1);
+        let endpoint = qp.endpoint(psn)?;
+        let info = ConnectInfo {
+            endpoint,
+            ring_addr: ring_region.addr(),
+            ring_rkey: ring_mr.rkey(),
+            ring_size: rc.size,
+            mailbox_addr: mailbox.addr(),
+            mailbox_rkey: mailbox_mr.rkey(),
+            recv_depth: rc.recv_depth,
+        };
+        let wake = Arc::new(EventFd::new().map_err(provider::Error::Io)?);
+        // SAFETY: plain syscall; checked below and owned.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(provider::Error::Io(std::io::Error::last_os_error()).into());
+        }
+        // SAFETY: ep is a fresh fd we own.
+        let epoll = unsafe { OwnedFd::from_raw_fd(ep) };
+        epoll_add(ep, cq.fd()).map_err(provider::Error::Io)?;
+        epoll_add(ep, wake.fd()).map_err(provider::Error::Io)?;
+        let w2 = wake.clone();
+        let pool = Pool::new(
+            Box::new(pd.clone()),
+            cfg.pool_bytes,
+            Some(Box::new(move || w2.signal())),
+        );
+        let cache = MrCache::new(
+            Box::new(pd.clone()),
+            cfg.mr_cache_entries,
+            cfg.mr_cache_bytes,
+            cfg.mr_cache,
+        );
+        Ok((
+            DataPath {
+                qp,
+                cq,
+                mirror_mr: None,
+                _ring_mr: ring_mr,
+                _mailbox_mr: mailbox_mr,
+                ring: None,
+                regions: Some((ring_region, mailbox)),
+                peer: None,
+                inbox: Inbox::new(cfg.max_reads),
+                rndv_tx: RndvSender::new(),
+                pool,
+                cache,
+                _pd: pd,
+                _dev: dev,
+                epoll,
+                wake,
+                psn,
+                max_inline,
+                eager_max: 0,
+                wcs: Vec::with_capacity(64),
+                stats: Stats::default(),
+                failed: false,
+                cfg,
+            },
+            info,
+        ))
+    }
+
+    /// Connects to the peer described by `peer`: receives posted, QP to RTR and RTS. The peer
+    /// must not send before it has our info and we have called this (the upgrade handshake
+    /// orders that).
+    pub fn connect(&mut self, peer: &ConnectInfo) -> Result<(), DataPathError> {
+        let (ring_region, mailbox) = self
+            .regions
+            .take()
+            .ok_or(DataPathError::Setup("connect called twice"))?;
+        let ring = Ring::with_regions(
+            self.cfg.ring,
+            ring_region,
+            mailbox,
+            peer.ring_size,
+            peer.recv_depth,
+        )?;
+        let m = ring.mirror_region();
+        // SAFETY: the mirror lives in the ring, dropped after this MR (field order).
+        let mirror_mr = unsafe { self._pd.reg_mr(m.as_ptr(), m.len(), Access::NONE) }?;
+        self.eager_max = self.cfg.rndv_threshold.min(ring.max_payload());
+        self.mirror_mr = Some(mirror_mr);
+        self.ring = Some(ring);
+        self.peer = Some(peer.clone());
+        self.post_ops()?;
+        let mut rtr = RtrAttr::new(peer.endpoint.clone());
+        rtr.min_rnr_timer = self.cfg.min_rnr_timer;
+        rtr.port = self._dev.port();
+        rtr.sgid_index = self._dev.gid_index() as u8;
+        self.qp.modify(&ModifyQp::Rtr(rtr))?;
+        self.qp.modify(&ModifyQp::Rts(RtsAttr {
+            sq_psn: self.psn,
+            ..self.cfg.rts
+        }))?;
+        self.cq.req_notify(false)?;
+        Ok(())
+    }
+
+    /// A pollable fd (an epoll set of the CQ's completion channel and the pool's wake-up):
+    /// readable when [`DataPath::process`] has work.
+    pub fn fd(&self) -> RawFd {
+        self.epoll.as_raw_fd()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        let mut s = self.stats;
+        if let Some(r) = &self.ring {
+            s.ring = r.stats();
+        }
+        s.mr_cache = self.cache.stats();
+        s
+    }
+
+    /// The queue pair (state queries, soft fault injection).
+    pub fn qp(&self) -> &Arc<dyn Qp> {
+        &self.qp
+    }
+
+    /// Frames above this size go by rendezvous.
+    pub fn eager_max(&self) -> usize {
+        self.eager_max
+    }
+
+    fn check(&self) -> Result<(), DataPathError> {
+        if self.failed {
+            Err(DataPathError::Failed)
+        } else if self.ring.is_none() {
+            Err(DataPathError::Setup("not connected"))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn fail<T>(&mut self, e: DataPathError) -> Result<T, DataPathError> {
+        self.failed = true;
+        let _ = self.qp.modify(&ModifyQp::Err);
+        Err(e)
+    }
+
+    /// Queues one frame. `Ok(Some(msg))` hands it back: no room now (ring credits, rendezvous
+    /// slots); retry after [`DataPath::process`]. Call [`DataPath::flush`] after a burst.
+    pub fn send(&mut self, msg: Msg) -> Result<Option<Msg>, DataPathError> {
+        self.check()?;
+        let flags = msg.flags() & (FLAG_MORE | FLAG_COMMAND);
+        let len = msg.len();
+        let ring = self.ring.as_mut().expect("checked");
+        if len <= self.eager_max {
+            match ring.send(Kind::Data, flags, msg.data()) {
+                Ok(true) => {}
+                Ok(false) => return Ok(Some(msg)),
+                Err(e) => return self.fail(e.into()),
+            }
+            self.stats.copies += 1;
+            self.stats.copied_bytes += len as u64;
+        } else {
+            if len > (1 << 31) {
+                return Err(DataPathError::Setup("frames above 2 GiB are not supported"));
+            }
+            if self.rndv_tx.in_flight() >= self.cfg.max_rndv_in_flight {
+                return Ok(Some(msg));
+            }
+            let Some((buf, off)) = msg.buffer() else {
+                return Err(DataPathError::Setup("large frame without a buffer"));
+            };
+            // SAFETY: off is within the buffer (Msg invariant).
+            let addr = unsafe { buf.as_ptr().add(off) } as *mut u8;
+            // SAFETY: the Msg keeps the memory alive until its FIN (held in rndv_tx with the
+            // registration); a cached registration outliving it is covered by mr_cache's rules.
+            let cached = match unsafe { self.cache.get(addr, len, Access::REMOTE_READ) } {
+                Ok(c) => c,
+                Err(e) => return self.fail(e.into()),
+            };
+            let desc = Descriptor {
+                token: self.rndv_tx.next_token(),
+                addr: addr as u64,
+                len: len as u64,
+                rkey: cached.mr().rkey(),
+            };
+            match ring.send(Kind::Rndv, flags, &desc.encode()) {
+                Ok(true) => {}
+                Ok(false) => return Ok(Some(msg)),
+                Err(e) => return self.fail(e.into()),
+            }
+            let d = self
+                .rndv_tx
+                .start((cached, msg), desc.addr, desc.len, desc.rkey);
+            debug_assert_eq!(d, desc);
+            self.stats.rndv_tx += 1;
+        }
+        self.stats.msgs_tx += 1;
+        self.stats.bytes_tx += len as u64;
+        Ok(None)
+    }
+
+    /// Notifies the peer of everything queued (one doorbell per burst).
+    pub fn flush(&mut self) -> Result<(), DataPathError> {
+        self.check()?;
+        self.ring.as_mut().expect("checked").flush();
+        self.post_ops()
+    }
+
+    /// The next received frame, in order.
+    pub fn recv(&mut self) -> Result<Option<Msg>, DataPathError> {
+        self.check()?;
+        if self.inbox.is_empty() {
+            self.pull_records()?;
+            self.issue_reads()?;
+            self.post_ops()?;
+        }
+        let pool = &self.pool;
+        let m = self
+            .inbox
+            .pop(|d, flags, buf| pool.into_msg(buf, d.len as usize, flags));
+        if let Some(m) = &m {
+            self.stats.msgs_rx += 1;
+            self.stats.bytes_rx += m.len() as u64;
+        }
+        Ok(m)
+    }
+
+    /// Arms the completion channel; call [`DataPath::process`] once more before sleeping.
+    pub fn arm(&mut self) -> Result<(), DataPathError> {
+        self.cq.req_notify(false)?;
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for [`DataPath::fd`] to become readable.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, timeout.as_millis().min(i32::MAX as u128) as i32) > 0 }
+    }
+
+    /// Handles completions, FINs, received records, READs and credit returns.
+    pub fn process(&mut self) -> Result<(), DataPathError> {
+        self.check()?;
+        self.cq.get_events()?;
+        self.wake.drain();
+        loop {
+            self.wcs.clear();
+            let n = self.cq.poll(64, &mut self.wcs)?;
+            for i in 0..n {
+                let wc = self.wcs[i];
+                if let Err(e) = self.on_completion(wc) {
+                    return self.fail(e);
+                }
+            }
+            if n < 64 {
+                break;
+            }
+        }
+        let done = self
+            .ring
+            .as_ref()
+            .expect("checked")
+            .peer_credits()
+            .rndv_done;
+        match self.rndv_tx.on_fin(done) {
+            // Dropping the holds deregisters (or returns to the cache) and releases the frames:
+            // an external buffer's release callback runs here, after the peer's READ.
+            Ok(released) => drop(released),
+            Err(e) => return self.fail(e.into()),
+        }
+        if let Err(e) = self.pull_records().and_then(|_| self.issue_reads()) {
+            return self.fail(e);
+        }
+        self.ring.as_mut().expect("checked").flush();
+        self.post_ops()
+    }
+
+    fn on_completion(&mut self, wc: WorkCompletion) -> Result<(), DataPathError> {
+        if wc.status != WcStatus::Success {
+            return Err(DataPathError::Completion {
+                status: wc.status,
+                opcode: wc.opcode,
+            });
+        }
+        let ring = self.ring.as_mut().expect("checked");
+        let t = wc.wr_id >> 56;
+        let covered = ((wc.wr_id >> 40) & 0xffff) as u32;
+        match t {
+            T_RECV => ring.on_recv(wc.imm_data.unwrap_or(0))?,
+            T_WRITE => ring.on_send_complete(covered),
+            T_READ => {
+                ring.on_send_complete(covered);
+                self.inbox.on_read_done(wc.wr_id & 0xff_ffff_ffff)?;
+                ring.rndv_completed(1);
+                self.stats.rndv_reads += 1;
+            }
+            _ => return Err(DataPathError::Setup("unknown completion")),
+        }
+        Ok(())
+    }
+
+    fn pull_records(&mut self) -> Result<(), DataPathError> {
+        let ring = self.ring.as_mut().expect("checked");
+        while self.inbox.len() < self.cfg.inbox_max {
+            let Some(rec) = ring.peek()? else {
+                break;
+            };
+            match rec.kind {
+                Kind::Data => {
+                    let mut m = Msg::copy_from(rec.data);
+                    m.set_more(rec.flags & FLAG_MORE != 0);
+                    m.set_command(rec.flags & FLAG_COMMAND != 0);
+                    self.stats.copies += 1;
+                    self.stats.copied_bytes += rec.data.len() as u64;
+                    self.inbox.push_ready(m);
+                }
+                Kind::Rndv => {
+                    if rec.data.len() != DESC_LEN {
+                        return Err(RndvError::Protocol("descriptor length").into());
+                    }
+                    let d = Descriptor::decode(rec.data)?;
+                    if d.len > 1 << 31 {
+                        return Err(RndvError::Protocol("rendezvous frame too large").into());
+                    }
+                    let flags = rec.flags;
+                    self.inbox.push_rndv(d, flags)?;
+                }
+                Kind::Pad => {}
+            }
+            ring.advance();
+        }
+        Ok(())
+    }
+
+    fn issue_reads(&mut self) -> Result<(), DataPathError> {
+        let ring = self.ring.as_mut().expect("checked");
+        let mut err = None;
+        while ring.sq_available() > 0 {
+            let pool = &self.pool;
+            let next = self.inbox.next_read(|d| match pool.alloc(d.len as usize) {
+                Ok(b) => b,
+                Err(e) => {
+                    err = Some(e);
+                    None
+                }
+            });
+            let Some((d, buf)) = next else {
+                break;
+            };
+            let signal = ring.sq_slot(true).expect("room checked");
+            let sge = [Sge {
+                addr: buf.addr(),
+                length: d.len as u32,
+                lkey: buf.lkey(),
+            }];
+            let wr = SendWr {
+                wr_id: wr_id(T_READ, signal, d.token),
+                sg_list: &sge,
+                op: SendOp::RdmaRead(RemoteAddr {
+                    addr: d.addr,
+                    rkey: d.rkey,
+                }),
+                flags: SendFlags::SIGNALED,
+            };
+            // SAFETY: not inline; the SGE is a registered pool buffer held by the inbox until
+            // the READ completes.
+            unsafe { self.qp.post_send(&[wr]) }?;
+        }
+        match err {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
+    }
+
+    fn post_ops(&mut self) -> Result<(), DataPathError> {
+        let ring = self.ring.as_mut().expect("checked");
+        let peer = self.peer.as_ref().expect("connected");
+        let mirror = ring.mirror_region().addr();
+        let mirror_lkey = self.mirror_mr.as_ref().expect("connected").lkey();
+        let mut ops = Vec::new();
+        while let Some(op) = ring.poll_op() {
+            ops.push(op);
+        }
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let mut recvs = 0u32;
+        let mut sges = Vec::with_capacity(ops.len());
+        let mut credit_bufs = Vec::with_capacity(ops.len());
+        for op in &ops {
+            match *op {
+                Op::PostRecv(n) => recvs += n,
+                Op::Write { off, len, .. } => sges.push(Sge {
+                    addr: mirror + u64::from(off),
+                    length: len,
+                    lkey: mirror_lkey,
+                }),
+                Op::Credits { credits, .. } => credit_bufs.push(credits.encode()),
+            }
+        }
+        if recvs > 0 {
+            let wrs: Vec<RecvWr<'_>> = (0..recvs)
+                .map(|_| RecvWr {
+                    wr_id: wr_id(T_RECV, None, 0),
+                    sg_list: &[],
+                })
+                .collect();
+            self.qp.post_recv(&wrs)?;
+        }
+        let credit_sges: Vec<Sge> = credit_bufs
+            .iter()
+            .map(|b| Sge {
+                addr: b.as_ptr() as u64,
+                length: MAILBOX_LEN as u32,
+                lkey: 0,
+            })
+            .collect();
+        let (mut si, mut ci) = (0, 0);
+        let mut wrs = Vec::with_capacity(ops.len());
+        for op in &ops {
+            match *op {
+                Op::PostRecv(_) => {}
+                Op::Write {
+                    off,
+                    len,
+                    imm,
+                    signal,
+                } => {
+                    let remote = RemoteAddr {
+                        addr: peer.ring_addr + u64::from(off),
+                        rkey: peer.ring_rkey,
+                    };
+                    let mut flags = SendFlags::NONE;
+                    if signal.is_some() {
+                        flags = flags | SendFlags::SIGNALED;
+                    }
+                    if len <= self.max_inline {
+                        flags = flags | SendFlags::INLINE;
+                    }
+                    wrs.push(SendWr {
+                        wr_id: wr_id(T_WRITE, signal, 0),
+                        sg_list: std::slice::from_ref(&sges[si]),
+                        op: match imm {
+                            Some(i) => SendOp::RdmaWriteWithImm(remote, i),
+                            None => SendOp::RdmaWrite(remote),
+                        },
+                        flags,
+                    });
+                    si += 1;
+                }
+                Op::Credits { imm, signal, .. } => {
+                    let remote = RemoteAddr {
+                        addr: peer.mailbox_addr,
+                        rkey: peer.mailbox_rkey,
+                    };
+                    let mut flags = SendFlags::INLINE;
+                    if signal.is_some() {
+                        flags = flags | SendFlags::SIGNALED;
+                    }
+                    wrs.push(SendWr {
+                        wr_id: wr_id(T_WRITE, signal, 0),
+                        sg_list: std::slice::from_ref(&credit_sges[ci]),
+                        op: match imm {
+                            Some(i) => SendOp::RdmaWriteWithImm(remote, i),
+                            None => SendOp::RdmaWrite(remote),
+                        },
+                        flags,
+                    });
+                    ci += 1;
+                }
+            }
+        }
+        if !wrs.is_empty() {
+            // SAFETY: inline SGEs point into `credit_bufs` or the mirror, both alive for the
+            // call; non-inline ones are in the registered mirror, which outlives the QP.
+            unsafe { self.qp.post_send(&wrs) }?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for DataPath {
+    fn drop(&mut self) {
+        // Stop the NIC before any registration or memory goes away; held sender frames are then
+        // released by the field drops.
+        let _ = self.qp.modify(&ModifyQp::Err);
+    }
+}
+
+fn random_u32() -> u32 {
+    let mut v: u32 = 0;
+    // SAFETY: getrandom writes at most 4 bytes into the valid u32.
+    let n = unsafe { libc::getrandom(&mut v as *mut u32 as *mut libc::c_void, 4, 0) };
+    if n != 4 {
+        v = std::process::id().wrapping_mul(2_654_435_761);
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::{Gid, Mtu, ProviderKind};
+
+    #[test]
+    fn connect_info_round_trip() {
+        let ci = ConnectInfo {
+            endpoint: Endpoint {
+                provider: ProviderKind::Soft,
+                qpn: 5,
+                psn: 6,
+                lid: 0,
+                gid: Gid::default(),
+                mtu: Mtu::M4096,
+                extra: vec![1, 2, 3],
+            },
+            ring_addr: 0x1000,
+            ring_rkey: 7,
+            ring_size: 1 << 20,
+            mailbox_addr: 0x2000,
+            mailbox_rkey: 8,
+            recv_depth: 64,
+        };
+        assert_eq!(ConnectInfo::from_bytes(&ci.to_bytes()).unwrap(), ci);
+        assert!(ConnectInfo::from_bytes(&ci.to_bytes()[..20]).is_err());
+    }
+
+    #[test]
+    fn wr_id_packs() {
+        let w = wr_id(T_READ, Some(17), 0x12_3456_789a);
+        assert_eq!(w >> 56, T_READ);
+        assert_eq!((w >> 40) & 0xffff, 17);
+        assert_eq!(w & 0xff_ffff_ffff, 0x12_3456_789a);
+    }
+}

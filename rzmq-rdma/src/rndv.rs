@@ -1,0 +1,576 @@
+//! Rendezvous for large frames, sans-IO: descriptor through the ring, RDMA READ by the receiver
+//! into a registered pool buffer, cumulative FIN back, and only then the sender's buffer is
+//! released.
+//!
+//! Sender ([`RndvSender`]): a frame above the threshold is registered (through
+//! [`crate::mr_cache`]), described by a [`Descriptor`] (token, address, length, rkey) sent as a
+//! ring record, and held until the receiver's FIN covers its token. Tokens are consecutive from
+//! 1 and the receiver completes READs in order, so a FIN is a count: the receiver's
+//! `rndv_done` credit ([`crate::ring::Credits`]); FIN(token) means every token up to it is done.
+//!
+//! Receiver ([`Inbox`]): keeps arriving frames in order, eager ones ready at once, rendezvous
+//! ones waiting for a pool buffer, then for their READ; hands them out strictly in arrival order.
+//! [`Pool`] hands out registered buffers and turns a filled one into a [`Msg`] that points into
+//! it (no copy) and returns it to the pool when the application drops the message.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rzmq_core::msg::Msg;
+
+use crate::mr_cache::Registrar;
+use crate::provider::{self, Access, Mr};
+use crate::region::Region;
+
+/// Default threshold above which frames travel by rendezvous (`RZMQ_RDMA_RNDV_THRESHOLD`).
+pub const DEFAULT_THRESHOLD: usize = 64 * 1024;
+
+/// The threshold from `RZMQ_RDMA_RNDV_THRESHOLD` (bytes), else [`DEFAULT_THRESHOLD`].
+pub fn threshold_from_env() -> usize {
+    std::env::var("RZMQ_RDMA_RNDV_THRESHOLD")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_THRESHOLD)
+}
+
+/// Bytes of an encoded descriptor.
+pub const DESC_LEN: usize = 32;
+
+/// Where the receiver READs a frame from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Descriptor {
+    /// Sequence number of the rendezvous (1, 2, ...).
+    pub token: u64,
+    /// Address in the sender.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// The sender MR's rkey.
+    pub rkey: u32,
+}
+
+impl Descriptor {
+    /// Little-endian wire form (token, addr, len, rkey, 4 reserved bytes).
+    pub fn encode(&self) -> [u8; DESC_LEN] {
+        let mut b = [0u8; DESC_LEN];
+        b[0..8].copy_from_slice(&self.token.to_le_bytes());
+        b[8..16].copy_from_slice(&self.addr.to_le_bytes());
+        b[16..24].copy_from_slice(&self.len.to_le_bytes());
+        b[24..28].copy_from_slice(&self.rkey.to_le_bytes());
+        b
+    }
+
+    /// Parses [`Descriptor::encode`]'s output.
+    pub fn decode(b: &[u8]) -> Result<Descriptor, RndvError> {
+        if b.len() != DESC_LEN {
+            return Err(RndvError::Protocol("descriptor length"));
+        }
+        let at = |o: usize| {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(&b[o..o + 8]);
+            u64::from_le_bytes(x)
+        };
+        Ok(Descriptor {
+            token: at(0),
+            addr: at(8),
+            len: at(16),
+            rkey: u32::from_le_bytes([b[24], b[25], b[26], b[27]]),
+        })
+    }
+}
+
+/// Rendezvous errors: the peer broke the protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RndvError {
+    /// Out-of-order token, FIN beyond what was sent, bad descriptor.
+    Protocol(&'static str),
+}
+
+impl fmt::Display for RndvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RndvError::Protocol(w) => write!(f, "rendezvous protocol violation: {w}"),
+        }
+    }
+}
+
+impl std::error::Error for RndvError {}
+
+/// The sender's side: holds each frame (`T`: the message and its registration) until its FIN.
+pub struct RndvSender<T> {
+    next: u64,
+    in_flight: VecDeque<(u64, T)>,
+}
+
+impl<T> Default for RndvSender<T> {
+    fn default() -> Self {
+        RndvSender {
+            next: 1,
+            in_flight: VecDeque::new(),
+        }
+    }
+}
+
+impl<T> RndvSender<T> {
+    /// An idle sender.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The token the next [`RndvSender::start`] will use.
+    pub fn next_token(&self) -> u64 {
+        self.next
+    }
+
+    /// Holds `hold` under the next token and returns its descriptor.
+    pub fn start(&mut self, hold: T, addr: u64, len: u64, rkey: u32) -> Descriptor {
+        let token = self.next;
+        self.next += 1;
+        self.in_flight.push_back((token, hold));
+        Descriptor {
+            token,
+            addr,
+            len,
+            rkey,
+        }
+    }
+
+    /// The receiver has completed `done` rendezvous in total: returns the holds to release, in
+    /// order.
+    pub fn on_fin(&mut self, done: u64) -> Result<Vec<T>, RndvError> {
+        if done >= self.next {
+            return Err(RndvError::Protocol("FIN for a token never sent"));
+        }
+        let mut out = Vec::new();
+        while self.in_flight.front().is_some_and(|(t, _)| *t <= done) {
+            out.push(self.in_flight.pop_front().expect("front checked").1);
+        }
+        Ok(out)
+    }
+
+    /// Frames waiting for their FIN.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// The connection is gone: every hold, to be released.
+    pub fn abort(&mut self) -> Vec<T> {
+        self.in_flight.drain(..).map(|(_, t)| t).collect()
+    }
+}
+
+enum Slot<M, B> {
+    Ready(M),
+    Rndv {
+        desc: Descriptor,
+        flags: u8,
+        buf: Option<B>,
+        done: bool,
+    },
+}
+
+/// The receiver's in-order queue of arriving frames.
+pub struct Inbox<M, B> {
+    q: VecDeque<Slot<M, B>>,
+    expect: u64,
+    reading: usize,
+    max_reads: usize,
+    completed: u64,
+}
+
+impl<M, B> Inbox<M, B> {
+    /// An empty inbox allowing `max_reads` READs in flight.
+    pub fn new(max_reads: usize) -> Self {
+        Inbox {
+            q: VecDeque::new(),
+            expect: 1,
+            reading: 0,
+            max_reads: max_reads.max(1),
+            completed: 0,
+        }
+    }
+
+    /// Frames held (ready or not).
+    pub fn len(&self) -> usize {
+        self.q.len()
+    }
+
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.q.is_empty()
+    }
+
+    /// An eager frame.
+    pub fn push_ready(&mut self, m: M) {
+        self.q.push_back(Slot::Ready(m));
+    }
+
+    /// A rendezvous descriptor (tokens must arrive in order).
+    pub fn push_rndv(&mut self, desc: Descriptor, flags: u8) -> Result<(), RndvError> {
+        if desc.token != self.expect {
+            return Err(RndvError::Protocol("rendezvous token out of order"));
+        }
+        self.expect += 1;
+        self.q.push_back(Slot::Rndv {
+            desc,
+            flags,
+            buf: None,
+            done: false,
+        });
+        Ok(())
+    }
+
+    /// The next READ to post, in token order: allocates its buffer with `alloc` (`None`: no
+    /// buffer now, retry later). Returns the descriptor and the buffer to read into.
+    pub fn next_read(
+        &mut self,
+        mut alloc: impl FnMut(&Descriptor) -> Option<B>,
+    ) -> Option<(Descriptor, &B)> {
+        if self.reading >= self.max_reads {
+            return None;
+        }
+        let slot = self
+            .q
+            .iter_mut()
+            .find(|s| matches!(s, Slot::Rndv { buf: None, .. }))?;
+        let Slot::Rndv { desc, buf, .. } = slot else {
+            return None;
+        };
+        *buf = Some(alloc(desc)?);
+        self.reading += 1;
+        Some((*desc, buf.as_ref().expect("just set")))
+    }
+
+    /// The READ for `token` completed (READs complete in posting order).
+    pub fn on_read_done(&mut self, token: u64) -> Result<(), RndvError> {
+        let slot = self.q.iter_mut().find(|s| {
+            matches!(
+                s,
+                Slot::Rndv {
+                    buf: Some(_),
+                    done: false,
+                    ..
+                }
+            )
+        });
+        match slot {
+            Some(Slot::Rndv { desc, done, .. }) if desc.token == token => {
+                *done = true;
+                self.reading -= 1;
+                self.completed += 1;
+                Ok(())
+            }
+            _ => Err(RndvError::Protocol("READ completion out of order")),
+        }
+    }
+
+    /// Rendezvous completed in total (the FIN count).
+    pub fn completed(&self) -> u64 {
+        self.completed
+    }
+
+    /// The next frame in arrival order if it is ready; a finished rendezvous becomes a message
+    /// through `finish(descriptor, flags, buffer)`.
+    pub fn pop(&mut self, finish: impl FnOnce(Descriptor, u8, B) -> M) -> Option<M> {
+        match self.q.front()? {
+            Slot::Ready(_) => match self.q.pop_front() {
+                Some(Slot::Ready(m)) => Some(m),
+                _ => None,
+            },
+            Slot::Rndv { done: true, .. } => match self.q.pop_front() {
+                Some(Slot::Rndv {
+                    desc,
+                    flags,
+                    buf: Some(b),
+                    ..
+                }) => Some(finish(desc, flags, b)),
+                _ => None,
+            },
+            Slot::Rndv { .. } => None,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receive pool
+// ---------------------------------------------------------------------------------------------
+
+/// A registered buffer from the [`Pool`].
+pub struct PoolBuf {
+    // Declared first: deregistered before the region is freed.
+    mr: Arc<dyn Mr>,
+    region: Region,
+}
+
+impl PoolBuf {
+    /// Start address.
+    pub fn addr(&self) -> u64 {
+        self.region.addr()
+    }
+
+    /// Capacity.
+    pub fn len(&self) -> usize {
+        self.region.len()
+    }
+
+    /// True for a zero-capacity buffer.
+    pub fn is_empty(&self) -> bool {
+        self.region.is_empty()
+    }
+
+    /// Local key for READ destinations.
+    pub fn lkey(&self) -> u32 {
+        self.mr.lkey()
+    }
+}
+
+struct PoolInner {
+    free: HashMap<usize, Vec<PoolBuf>>,
+    total: usize,
+    out: usize,
+}
+
+struct PoolShared {
+    reg: Box<dyn Registrar>,
+    inner: Mutex<PoolInner>,
+    max_bytes: usize,
+    on_release: Option<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl PoolShared {
+    fn lock(&self) -> MutexGuard<'_, PoolInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Registered receive buffers for rendezvous READs, in power-of-two classes from 64 KiB, bounded
+/// in total bytes. Buffers come back when the application drops the message built on them.
+#[derive(Clone)]
+pub struct Pool {
+    shared: Arc<PoolShared>,
+}
+
+/// Pool counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Bytes allocated (free or lent).
+    pub total: usize,
+    /// Bytes lent out.
+    pub out: usize,
+}
+
+fn class_of(len: usize) -> usize {
+    len.max(64 * 1024).next_power_of_two()
+}
+
+impl Pool {
+    /// A pool registering through `reg`, holding at most `max_bytes` (one buffer is always
+    /// allowed, whatever its size, so any frame can be received); `on_release` runs (on any
+    /// thread) when a buffer returns.
+    pub fn new(
+        reg: Box<dyn Registrar>,
+        max_bytes: usize,
+        on_release: Option<Box<dyn Fn() + Send + Sync>>,
+    ) -> Pool {
+        Pool {
+            shared: Arc::new(PoolShared {
+                reg,
+                inner: Mutex::new(PoolInner {
+                    free: HashMap::new(),
+                    total: 0,
+                    out: 0,
+                }),
+                max_bytes,
+                on_release,
+            }),
+        }
+    }
+
+    /// A buffer of at least `len` bytes, `Ok(None)` when the pool is at its bound.
+    pub fn alloc(&self, len: usize) -> provider::Result<Option<PoolBuf>> {
+        let class = class_of(len);
+        let mut g = self.shared.lock();
+        if let Some(b) = g.free.get_mut(&class).and_then(|v| v.pop()) {
+            g.out += class;
+            return Ok(Some(b));
+        }
+        // Make room by dropping free buffers of other classes.
+        while g.total + class > self.shared.max_bytes {
+            let Some(k) = g.free.iter().find(|(_, v)| !v.is_empty()).map(|(k, _)| *k) else {
+                break;
+            };
+            if let Some(b) = g.free.get_mut(&k).and_then(|v| v.pop()) {
+                g.total -= k;
+                drop(b);
+            }
+        }
+        if g.total + class > self.shared.max_bytes && g.out > 0 {
+            return Ok(None);
+        }
+        let region = Region::new(class);
+        // SAFETY: the region lives inside the PoolBuf together with its MR and is dropped after
+        // it (field order), so the registration never outlives the memory.
+        let mr = unsafe {
+            self.shared
+                .reg
+                .register(region.as_ptr(), class, Access::LOCAL_WRITE)
+        }?;
+        g.total += class;
+        g.out += class;
+        Ok(Some(PoolBuf { mr, region }))
+    }
+
+    /// A message over the first `len` bytes of `buf` (no copy); the buffer returns to the pool
+    /// when the last handle of the message is dropped.
+    pub fn into_msg(&self, buf: PoolBuf, len: usize, flags: u8) -> Msg {
+        assert!(len <= buf.len());
+        let ptr = buf.region.as_ptr();
+        let shared = self.shared.clone();
+        let release = Box::new(move || {
+            let class = buf.len();
+            let mut g = shared.lock();
+            g.out -= class;
+            g.free.entry(class).or_default().push(buf);
+            drop(g);
+            if let Some(f) = &shared.on_release {
+                f();
+            }
+        });
+        // SAFETY: ptr..ptr+len lies in the region owned by `buf`, which the release closure
+        // keeps alive until the message's last owner runs it; the READ into it has completed.
+        let mut m = unsafe { Msg::from_external(ptr, len, Some(release)) };
+        m.set_more(flags & rzmq_core::msg::FLAG_MORE != 0);
+        m.set_command(flags & rzmq_core::msg::FLAG_COMMAND != 0);
+        m
+    }
+
+    /// Returns a buffer that was not turned into a message (a failed or abandoned READ).
+    pub fn put(&self, buf: PoolBuf) {
+        let class = buf.len();
+        let mut g = self.shared.lock();
+        g.out -= class;
+        g.free.entry(class).or_default().push(buf);
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> PoolStats {
+        let g = self.shared.lock();
+        PoolStats {
+            total: g.total,
+            out: g.out,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mr_cache::tests::FakeReg;
+
+    #[test]
+    fn descriptor_round_trip() {
+        let d = Descriptor {
+            token: 9,
+            addr: 0xdead_0000,
+            len: 1 << 33,
+            rkey: 77,
+        };
+        assert_eq!(Descriptor::decode(&d.encode()).unwrap(), d);
+        assert!(Descriptor::decode(&[0; 31]).is_err());
+    }
+
+    #[test]
+    fn sender_releases_only_at_fin_in_order() {
+        let mut s = RndvSender::new();
+        let d1 = s.start("a", 1, 10, 5);
+        let d2 = s.start("b", 2, 10, 5);
+        let _d3 = s.start("c", 3, 10, 5);
+        assert_eq!((d1.token, d2.token), (1, 2));
+        assert!(s.on_fin(0).unwrap().is_empty());
+        assert_eq!(s.on_fin(2).unwrap(), vec!["a", "b"]);
+        assert_eq!(s.in_flight(), 1);
+        assert!(s.on_fin(4).is_err(), "FIN beyond the last token");
+        assert_eq!(s.abort(), vec!["c"]);
+    }
+
+    #[test]
+    fn inbox_keeps_arrival_order_across_rendezvous() {
+        let mut ib: Inbox<String, u32> = Inbox::new(2);
+        let d = |t| Descriptor {
+            token: t,
+            addr: 0,
+            len: 5,
+            rkey: 0,
+        };
+        ib.push_ready("e1".into());
+        ib.push_rndv(d(1), 0).unwrap();
+        ib.push_ready("e2".into());
+        ib.push_rndv(d(2), 0).unwrap();
+        ib.push_rndv(d(3), 0).unwrap();
+        assert!(ib.push_rndv(d(5), 0).is_err());
+        let fin = |d: Descriptor, _f: u8, b: u32| format!("r{}:{b}", d.token);
+        assert_eq!(ib.pop(fin).as_deref(), Some("e1"));
+        assert_eq!(ib.pop(fin), None, "rendezvous 1 not read yet");
+        // No buffer: no READ.
+        assert!(ib.next_read(|_| None).is_none());
+        assert_eq!(
+            ib.next_read(|_| Some(10)).map(|(d, b)| (d.token, *b)),
+            Some((1, 10))
+        );
+        assert_eq!(
+            ib.next_read(|_| Some(20)).map(|(d, b)| (d.token, *b)),
+            Some((2, 20))
+        );
+        assert!(ib.next_read(|_| Some(30)).is_none(), "max_reads in flight");
+        assert!(ib.on_read_done(2).is_err(), "completions come in order");
+        ib.on_read_done(1).unwrap();
+        assert_eq!(ib.pop(fin).as_deref(), Some("r1:10"));
+        assert_eq!(ib.pop(fin).as_deref(), Some("e2"));
+        assert_eq!(ib.pop(fin), None, "rendezvous 2 still reading");
+        ib.on_read_done(2).unwrap();
+        assert_eq!(ib.pop(fin).as_deref(), Some("r2:20"));
+        assert_eq!(ib.completed(), 2);
+        assert_eq!(ib.next_read(|_| Some(30)).map(|(d, _)| d.token), Some(3));
+    }
+
+    #[test]
+    fn pool_recycles_and_bounds() {
+        let (reg, live) = FakeReg::new();
+        let released = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let r2 = released.clone();
+        let pool = Pool::new(
+            Box::new(reg),
+            256 * 1024,
+            Some(Box::new(move || {
+                r2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            })),
+        );
+        let a = pool.alloc(100_000).unwrap().unwrap(); // 128 KiB class
+        let b = pool.alloc(1).unwrap().unwrap(); // 64 KiB
+        let c = pool.alloc(64 * 1024).unwrap().unwrap(); // 64 KiB: total 256 KiB
+        assert!(pool.alloc(1).unwrap().is_none(), "bound reached");
+        let pa = a.addr();
+        let m = pool.into_msg(a, 100_000, rzmq_core::msg::FLAG_MORE);
+        assert!(m.more());
+        assert_eq!(
+            m.data().as_ptr() as u64,
+            pa,
+            "the message is the pool buffer"
+        );
+        let m2 = m.clone();
+        drop(m);
+        assert_eq!(pool.stats().out, 256 * 1024);
+        drop(m2);
+        assert_eq!(released.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let again = pool.alloc(70_000).unwrap().unwrap();
+        assert_eq!(again.addr(), pa, "recycled, not re-registered");
+        assert_eq!(live.load(std::sync::atomic::Ordering::SeqCst), 3);
+        pool.put(b);
+        pool.put(c);
+        pool.put(again);
+        // A frame larger than the bound still gets one buffer when nothing is lent.
+        let big = pool.alloc(1 << 20).unwrap();
+        assert!(big.is_some());
+    }
+}

@@ -1,0 +1,912 @@
+//! The soft provider fails the way an RC NIC does: one test per behaviour, between two threads
+//! (two devices, each with its own progress thread) and between two processes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rzmq_rdma::provider::soft::{self, Fault, SoftConfig, SoftDevice, WireAddr};
+use rzmq_rdma::provider::*;
+
+struct Side {
+    dev: Arc<dyn Device>,
+    _pd: Arc<dyn Pd>,
+    scq: Arc<dyn Cq>,
+    rcq: Arc<dyn Cq>,
+    qp: Arc<dyn Qp>,
+    // Declared before `buf`: deregistered before the memory is freed.
+    mr: Arc<dyn Mr>,
+    buf: Box<[u8]>,
+}
+
+impl Side {
+    fn new(cfg: SoftConfig, caps: QpCaps, sig_all: bool, buf_len: usize, access: Access) -> Side {
+        let dev: Arc<dyn Device> = SoftDevice::open(cfg).unwrap();
+        let pd = dev.alloc_pd().unwrap();
+        let scq = dev.create_cq(1024).unwrap();
+        let rcq = dev.create_cq(1024).unwrap();
+        let qp = pd
+            .create_qp(&QpInit {
+                send_cq: scq.clone(),
+                recv_cq: rcq.clone(),
+                caps,
+                sq_sig_all: sig_all,
+            })
+            .unwrap();
+        let mut buf = vec![0u8; buf_len].into_boxed_slice();
+        // SAFETY: buf lives in the Side next to the MR, which is declared (so dropped) first:
+        // the memory outlives its registration.
+        let mr = unsafe { pd.reg_mr(buf.as_mut_ptr(), buf.len(), access) }.unwrap();
+        Side {
+            dev,
+            _pd: pd,
+            scq,
+            rcq,
+            qp,
+            mr,
+            buf,
+        }
+    }
+
+    fn sge(&self, off: usize, len: usize) -> Sge {
+        Sge {
+            addr: self.buf.as_ptr() as u64 + off as u64,
+            length: len as u32,
+            lkey: self.mr.lkey(),
+        }
+    }
+
+    fn remote(&self, off: usize) -> RemoteAddr {
+        RemoteAddr {
+            addr: self.buf.as_ptr() as u64 + off as u64,
+            rkey: self.mr.rkey(),
+        }
+    }
+
+    fn post(&self, wrs: &[SendWr<'_>]) -> std::result::Result<(), PostError> {
+        // SAFETY: inline SGEs in these tests point into `buf`, which outlives the call.
+        unsafe { self.qp.post_send(wrs) }
+    }
+
+    fn recv(&self, wr_id: u64, off: usize, len: usize) {
+        let sge = [self.sge(off, len)];
+        self.qp
+            .post_recv(&[RecvWr {
+                wr_id,
+                sg_list: &sge,
+            }])
+            .unwrap();
+    }
+
+    fn buf_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+}
+
+impl Drop for Side {
+    fn drop(&mut self) {
+        // Quiesce: no NIC access to buf after this.
+        let _ = self.qp.modify(&ModifyQp::Err);
+    }
+}
+
+fn fast_rts() -> RtsAttr {
+    RtsAttr {
+        timeout: 12, // 16.8 ms per try
+        retry_cnt: 3,
+        rnr_retry: 3,
+        ..RtsAttr::new(0)
+    }
+}
+
+fn connect(a: &Side, b: &Side, rts: RtsAttr, rnr_timer: u8) {
+    let (pa, pb) = (0x1000, 0xfffff0); // pb wraps the 24-bit PSN space quickly
+    let ea = a.qp.endpoint(pa).unwrap();
+    let eb = b.qp.endpoint(pb).unwrap();
+    // The descriptor survives the byte form the control channel carries.
+    let ea = Endpoint::from_bytes(&ea.to_bytes()).unwrap();
+    let eb = Endpoint::from_bytes(&eb.to_bytes()).unwrap();
+    for (s, remote, psn) in [(a, eb, pa), (b, ea, pb)] {
+        s.qp.modify(&ModifyQp::Init(InitAttr::new(1))).unwrap();
+        let mut rtr = RtrAttr::new(remote);
+        rtr.min_rnr_timer = rnr_timer;
+        s.qp.modify(&ModifyQp::Rtr(rtr)).unwrap();
+        s.qp.modify(&ModifyQp::Rts(RtsAttr { sq_psn: psn, ..rts }))
+            .unwrap();
+    }
+}
+
+fn rw() -> Access {
+    Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ
+}
+
+fn pair_with(caps: QpCaps, sig_all: bool, rts: RtsAttr, rnr_timer: u8) -> (Side, Side) {
+    let a = Side::new(SoftConfig::default(), caps, sig_all, 1 << 20, rw());
+    let b = Side::new(SoftConfig::default(), caps, sig_all, 1 << 20, rw());
+    connect(&a, &b, rts, rnr_timer);
+    (a, b)
+}
+
+fn pair() -> (Side, Side) {
+    pair_with(QpCaps::default(), false, fast_rts(), 1)
+}
+
+fn wait(cq: &Arc<dyn Cq>, n: usize) -> Vec<WorkCompletion> {
+    wait_for(cq, n, Duration::from_secs(5))
+}
+
+fn wait_for(cq: &Arc<dyn Cq>, n: usize, d: Duration) -> Vec<WorkCompletion> {
+    let end = Instant::now() + d;
+    let mut out = Vec::new();
+    while out.len() < n && Instant::now() < end {
+        cq.poll(n - out.len(), &mut out).unwrap();
+        if out.len() < n {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    out
+}
+
+fn wait_state(qp: &Arc<dyn Qp>, s: QpState) -> bool {
+    let end = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < end {
+        if qp.state() == s {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
+}
+
+fn wr(wr_id: u64, sg: &[Sge], op: SendOp, flags: SendFlags) -> SendWr<'_> {
+    SendWr {
+        wr_id,
+        sg_list: sg,
+        op,
+        flags,
+    }
+}
+
+const SIG: SendFlags = SendFlags::SIGNALED;
+
+#[test]
+fn send_write_read_with_immediates() {
+    let (mut a, mut b) = pair();
+    for (i, x) in a.buf_mut().iter_mut().enumerate() {
+        *x = (i * 7) as u8;
+    }
+    for (i, x) in b.buf_mut().iter_mut().enumerate().skip(512 * 1024) {
+        *x = (i * 13) as u8;
+    }
+    b.recv(1, 0, 4096);
+    b.recv(2, 4096, 4096);
+    b.recv(3, 0, 0);
+    let s1 = [a.sge(0, 1000)];
+    let s2 = [a.sge(1000, 3000)];
+    let s3 = [a.sge(10_000, 200_000)];
+    let s4 = [a.sge(300_000, 100_000)];
+    a.post(&[
+        wr(11, &s1, SendOp::Send, SIG),
+        wr(12, &s2, SendOp::SendWithImm(0xdead_beef), SIG),
+        wr(13, &s3, SendOp::RdmaWrite(b.remote(100_000)), SIG),
+        wr(14, &[], SendOp::RdmaWriteWithImm(b.remote(0), 77), SIG),
+        wr(15, &s4, SendOp::RdmaRead(b.remote(600_000)), SIG),
+    ])
+    .unwrap();
+    let sc = wait(&a.scq, 5);
+    assert_eq!(
+        sc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        (11..=15)
+            .map(|i| (i, WcStatus::Success))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(sc[4].opcode, WcOpcode::RdmaRead);
+    assert_eq!(sc[4].byte_len, 100_000);
+    let rc = wait(&b.rcq, 3);
+    assert_eq!(rc.len(), 3);
+    assert_eq!(
+        (rc[0].wr_id, rc[0].byte_len, rc[0].imm_data),
+        (1, 1000, None)
+    );
+    assert_eq!(
+        (rc[1].wr_id, rc[1].byte_len, rc[1].imm_data),
+        (2, 3000, Some(0xdead_beef))
+    );
+    assert_eq!(
+        (rc[2].wr_id, rc[2].opcode, rc[2].imm_data),
+        (3, WcOpcode::RecvRdmaWithImm, Some(77))
+    );
+    assert_eq!(&b.buf[..1000], &a.buf[..1000]);
+    assert_eq!(&b.buf[4096..7096], &a.buf[1000..4000]);
+    assert_eq!(&b.buf[100_000..300_000], &a.buf[10_000..210_000]);
+    assert_eq!(&a.buf[300_000..400_000], &b.buf[600_000..700_000]);
+}
+
+#[test]
+fn wrong_rkey_is_remote_access_error_and_both_qps_go_to_err() {
+    let (a, b) = pair();
+    b.recv(1, 0, 64);
+    b.recv(2, 64, 64);
+    let s = [a.sge(0, 128)];
+    let mut bad = b.remote(0);
+    bad.rkey ^= 0x5a5a;
+    a.post(&[
+        wr(1, &s, SendOp::RdmaWrite(bad), SendFlags::NONE),
+        wr(2, &s, SendOp::RdmaWrite(b.remote(0)), SIG),
+    ])
+    .unwrap();
+    let sc = wait(&a.scq, 2);
+    // The error completes although unsignaled; the next WR is flushed.
+    assert_eq!(
+        sc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::RemAccessErr), (2, WcStatus::WrFlushErr)]
+    );
+    assert!(wait_state(&a.qp, QpState::Err));
+    assert!(wait_state(&b.qp, QpState::Err));
+    // The responder's receives were flushed, in order.
+    let rc = wait(&b.rcq, 2);
+    assert_eq!(
+        rc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::WrFlushErr), (2, WcStatus::WrFlushErr)]
+    );
+    // Out of bounds and missing access rights fail the same way.
+    for (mk, access) in [
+        (true, rw()),
+        (false, Access::LOCAL_WRITE | Access::REMOTE_READ),
+    ] {
+        let a = Side::new(SoftConfig::default(), QpCaps::default(), false, 4096, rw());
+        let b = Side::new(
+            SoftConfig::default(),
+            QpCaps::default(),
+            false,
+            4096,
+            access,
+        );
+        connect(&a, &b, fast_rts(), 1);
+        let s = [a.sge(0, 128)];
+        let target = if mk { b.remote(4000) } else { b.remote(0) };
+        a.post(&[wr(9, &s, SendOp::RdmaWrite(target), SIG)])
+            .unwrap();
+        let sc = wait(&a.scq, 1);
+        assert_eq!(sc[0].status, WcStatus::RemAccessErr);
+        assert!(wait_state(&b.qp, QpState::Err));
+    }
+}
+
+#[test]
+fn read_needs_remote_read() {
+    let a = Side::new(SoftConfig::default(), QpCaps::default(), false, 4096, rw());
+    let b = Side::new(
+        SoftConfig::default(),
+        QpCaps::default(),
+        false,
+        4096,
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+    );
+    connect(&a, &b, fast_rts(), 1);
+    let s = [a.sge(0, 128)];
+    a.post(&[wr(1, &s, SendOp::RdmaRead(b.remote(0)), SIG)])
+        .unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::RemAccessErr);
+    assert!(wait_state(&b.qp, QpState::Err));
+}
+
+#[test]
+fn modify_to_err_flushes_everything_in_order() {
+    let (a, b) = pair();
+    // Park the sends: the wire is stalled so nothing is acknowledged.
+    soft::inject(a.qp.as_ref(), Fault::Delay(Duration::from_secs(2))).unwrap();
+    let s = [a.sge(0, 64)];
+    let wrs: Vec<_> = (0..6)
+        .map(|i| {
+            let f = if i % 2 == 0 { SIG } else { SendFlags::NONE };
+            wr(i, &s, SendOp::RdmaWrite(b.remote(0)), f)
+        })
+        .collect();
+    a.post(&wrs).unwrap();
+    for i in 0..4 {
+        a.recv(100 + i, 0, 64);
+    }
+    a.qp.modify(&ModifyQp::Err).unwrap();
+    let sc = wait(&a.scq, 6);
+    assert_eq!(
+        sc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        (0..6)
+            .map(|i| (i, WcStatus::WrFlushErr))
+            .collect::<Vec<_>>(),
+        "every WR, signaled or not, flushed in order"
+    );
+    let rc = wait(&a.rcq, 4);
+    assert_eq!(
+        rc.iter().map(|w| w.wr_id).collect::<Vec<_>>(),
+        vec![100, 101, 102, 103]
+    );
+    assert!(rc.iter().all(|w| w.status == WcStatus::WrFlushErr));
+    // Posting in ERR is accepted and flushed at once.
+    a.recv(200, 0, 8);
+    a.post(&[wr(300, &s, SendOp::Send, SendFlags::NONE)])
+        .unwrap();
+    assert_eq!(wait(&a.rcq, 1)[0].wr_id, 200);
+    assert_eq!(
+        wait(&a.scq, 1)[0],
+        WorkCompletion {
+            wr_id: 300,
+            status: WcStatus::WrFlushErr,
+            opcode: WcOpcode::Send,
+            byte_len: 0,
+            imm_data: None,
+            qp_num: a.qp.qpn(),
+            vendor_err: 0,
+        }
+    );
+}
+
+#[test]
+fn rnr_retries_then_fails_or_succeeds_when_a_receive_arrives() {
+    // rnr_retry 2 with a 0.08 ms timer: gives up quickly.
+    let (a, b) = pair_with(QpCaps::default(), false, fast_rts(), 6);
+    let s = [a.sge(0, 64)];
+    a.post(&[wr(1, &s, SendOp::Send, SIG), wr(2, &s, SendOp::Send, SIG)])
+        .unwrap();
+    let sc = wait(&a.scq, 2);
+    assert_eq!(
+        sc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::RnrRetryExcErr), (2, WcStatus::WrFlushErr)]
+    );
+    drop((a, b));
+    // WRITE_WITH_IMM needs a receive too; with rnr_retry 7 it waits for one forever.
+    let rts = RtsAttr {
+        rnr_retry: 7,
+        ..fast_rts()
+    };
+    let (a, b) = pair_with(QpCaps::default(), false, rts, 6);
+    a.post(&[wr(5, &[], SendOp::RdmaWriteWithImm(b.remote(0), 42), SIG)])
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(60));
+    assert!(wait_for(&a.scq, 1, Duration::from_millis(1)).is_empty());
+    b.recv(9, 0, 0);
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::Success);
+    let rc = wait(&b.rcq, 1);
+    assert_eq!((rc[0].wr_id, rc[0].imm_data), (9, Some(42)));
+}
+
+#[test]
+fn only_signaled_sends_complete() {
+    let (a, b) = pair();
+    let s = [a.sge(0, 64)];
+    let wrs: Vec<_> = (0..10)
+        .map(|i| {
+            let f = if i % 5 == 4 { SIG } else { SendFlags::NONE };
+            wr(i, &s, SendOp::RdmaWrite(b.remote(0)), f)
+        })
+        .collect();
+    a.post(&wrs).unwrap();
+    let sc = wait(&a.scq, 2);
+    assert_eq!(sc.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![4, 9]);
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(wait_for(&a.scq, 1, Duration::from_millis(1)).is_empty());
+    // sq_sig_all signals everything.
+    let (a, b) = pair_with(QpCaps::default(), true, fast_rts(), 1);
+    let wrs: Vec<_> = (0..10)
+        .map(|i| wr(i, &s, SendOp::RdmaWrite(b.remote(0)), SendFlags::NONE))
+        .collect();
+    let s2 = [a.sge(0, 64)];
+    let _ = s2;
+    a.post(&wrs).unwrap();
+    assert_eq!(wait(&a.scq, 10).len(), 10);
+}
+
+#[test]
+fn queue_depth_limits_are_enomem() {
+    let caps = QpCaps {
+        max_send_wr: 4,
+        max_recv_wr: 3,
+        ..QpCaps::default()
+    };
+    let (a, b) = pair_with(caps, false, fast_rts(), 1);
+    let s = [a.sge(0, 8)];
+    let five: Vec<_> = (0..5)
+        .map(|i| wr(i, &s, SendOp::RdmaWrite(b.remote(0)), SendFlags::NONE))
+        .collect();
+    let e = a.post(&five).unwrap_err();
+    assert_eq!(e.index, 4);
+    assert_eq!(e.error.errno(), libc::ENOMEM);
+    // Unsignaled WRs keep their slots even once executed...
+    std::thread::sleep(Duration::from_millis(20));
+    let e = a.post(&five[..1]).unwrap_err();
+    assert!(matches!(
+        e.error,
+        Error::QueueFull {
+            queue: WorkQueue::Send,
+            ..
+        }
+    ));
+    // ...until a signaled WR's completion covers them. (Fill a fresh QP with 3 + 1 signaled.)
+    let (a, b) = pair_with(caps, false, fast_rts(), 1);
+    let s = [a.sge(0, 8)];
+    let mut four: Vec<_> = (0..4)
+        .map(|i| wr(i, &s, SendOp::RdmaWrite(b.remote(0)), SendFlags::NONE))
+        .collect();
+    four[3].flags = SIG;
+    a.post(&four).unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].wr_id, 3);
+    a.post(&four).unwrap();
+    let sge = [b.sge(0, 8)];
+    let r = RecvWr {
+        wr_id: 0,
+        sg_list: &sge,
+    };
+    let e = b.qp.post_recv(&[r, r, r, r]).unwrap_err();
+    assert_eq!((e.index, e.error.errno()), (3, libc::ENOMEM));
+    // Too many SGEs is EINVAL.
+    let many = [a.sge(0, 1); 5];
+    let e = a
+        .post(&[wr(0, &many, SendOp::RdmaWrite(b.remote(0)), SIG)])
+        .unwrap_err();
+    assert!(matches!(e.error, Error::TooManySge { n: 5, max: 4 }));
+}
+
+#[test]
+fn inline_limit_and_inline_without_lkey() {
+    let caps = QpCaps {
+        max_inline_data: 64,
+        ..QpCaps::default()
+    };
+    let (a, b) = pair_with(caps, false, fast_rts(), 1);
+    let data = *b"inline bytes need no registration";
+    let s = [Sge {
+        addr: data.as_ptr() as u64,
+        length: data.len() as u32,
+        lkey: 0,
+    }];
+    b.recv(1, 0, 64);
+    a.post(&[wr(1, &s, SendOp::Send, SIG | SendFlags::INLINE)])
+        .unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::Success);
+    assert_eq!(wait(&b.rcq, 1)[0].byte_len, data.len() as u32);
+    assert_eq!(&b.buf[..data.len()], &data);
+    let big = [a.sge(0, 65)];
+    let e = a
+        .post(&[wr(2, &big, SendOp::Send, SendFlags::INLINE)])
+        .unwrap_err();
+    assert!(matches!(
+        e.error,
+        Error::InlineTooLarge { len: 65, max: 64 }
+    ));
+    assert_eq!(e.error.errno(), libc::EINVAL);
+    let e = a
+        .post(&[wr(3, &s, SendOp::RdmaRead(b.remote(0)), SendFlags::INLINE)])
+        .unwrap_err();
+    assert!(matches!(e.error, Error::InvalidArgument(_)));
+}
+
+#[test]
+fn bad_lkey_is_local_protection_error() {
+    let (a, b) = pair();
+    let mut s = [a.sge(0, 64)];
+    s[0].lkey ^= 0x77;
+    a.post(&[
+        wr(1, &s, SendOp::RdmaWrite(b.remote(0)), SendFlags::NONE),
+        wr(2, &s, SendOp::Send, SIG),
+    ])
+    .unwrap();
+    let sc = wait(&a.scq, 2);
+    assert_eq!(
+        sc.iter().map(|w| w.status).collect::<Vec<_>>(),
+        vec![WcStatus::LocProtErr, WcStatus::WrFlushErr]
+    );
+    assert_eq!(a.qp.state(), QpState::Err);
+    // A READ into memory without LOCAL_WRITE is a local protection error as well.
+    let a = Side::new(
+        SoftConfig::default(),
+        QpCaps::default(),
+        false,
+        4096,
+        Access::REMOTE_READ,
+    );
+    let b = Side::new(SoftConfig::default(), QpCaps::default(), false, 4096, rw());
+    connect(&a, &b, fast_rts(), 1);
+    let s = [a.sge(0, 64)];
+    a.post(&[wr(1, &s, SendOp::RdmaRead(b.remote(0)), SIG)])
+        .unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::LocProtErr);
+}
+
+#[test]
+fn short_receive_is_length_error_on_both_sides() {
+    let (a, b) = pair();
+    b.recv(1, 0, 16);
+    let s = [a.sge(0, 64)];
+    a.post(&[wr(1, &s, SendOp::Send, SIG)]).unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::RemInvReqErr);
+    assert_eq!(wait(&b.rcq, 1)[0].status, WcStatus::LocLenErr);
+    assert!(wait_state(&b.qp, QpState::Err));
+}
+
+#[test]
+fn cut_wire_times_out_with_retry_exceeded_and_flushes() {
+    let (a, b) = pair();
+    let s = [a.sge(0, 64)];
+    a.post(&[wr(1, &s, SendOp::RdmaWrite(b.remote(0)), SIG)])
+        .unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::Success);
+    soft::inject(a.qp.as_ref(), Fault::CutWire).unwrap();
+    a.recv(50, 0, 8);
+    let t = Instant::now();
+    a.post(&[
+        wr(2, &s, SendOp::RdmaWrite(b.remote(0)), SendFlags::NONE),
+        wr(3, &s, SendOp::Send, SendFlags::NONE),
+    ])
+    .unwrap();
+    let sc = wait(&a.scq, 2);
+    assert_eq!(
+        sc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(2, WcStatus::RetryExcErr), (3, WcStatus::WrFlushErr)]
+    );
+    // timeout 10 (4.2 ms) * (retry_cnt 3 + 1) ~ 17 ms.
+    assert!(
+        t.elapsed() >= Duration::from_millis(15),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(wait(&a.rcq, 1)[0].status, WcStatus::WrFlushErr);
+    // The other end's sends fail the same way.
+    let s = [b.sge(0, 64)];
+    b.post(&[wr(7, &s, SendOp::RdmaWrite(a.remote(0)), SIG)])
+        .unwrap();
+    assert_eq!(wait(&b.scq, 1)[0].status, WcStatus::RetryExcErr);
+}
+
+#[test]
+fn corrupted_packets_are_retransmitted() {
+    let (mut a, b) = pair();
+    for (i, x) in a.buf_mut().iter_mut().enumerate() {
+        *x = (i % 251) as u8;
+    }
+    let s = [a.sge(0, 50_000)];
+    for round in 0..3 {
+        soft::inject(a.qp.as_ref(), Fault::CorruptNext).unwrap();
+        if round == 2 {
+            soft::inject(a.qp.as_ref(), Fault::CorruptNext).unwrap();
+        }
+        a.post(&[
+            wr(1, &s, SendOp::RdmaWrite(b.remote(round * 100_000)), SIG),
+            wr(
+                2,
+                &s,
+                SendOp::RdmaWrite(b.remote(round * 100_000 + 50_000)),
+                SIG,
+            ),
+        ])
+        .unwrap();
+        let sc = wait(&a.scq, 2);
+        assert!(sc.iter().all(|w| w.status == WcStatus::Success), "{sc:?}");
+    }
+    for round in 0..3 {
+        let o = round * 100_000;
+        assert_eq!(&b.buf[o..o + 50_000], &a.buf[..50_000]);
+        assert_eq!(&b.buf[o + 50_000..o + 100_000], &a.buf[..50_000]);
+    }
+    // More corruptions in a row than retries: RETRY_EXC_ERR.
+    for _ in 0..10 {
+        soft::inject(a.qp.as_ref(), Fault::CorruptNext).unwrap();
+    }
+    a.post(&[wr(3, &s, SendOp::RdmaWrite(b.remote(0)), SIG)])
+        .unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::RetryExcErr);
+}
+
+#[test]
+fn short_delay_is_transparent_long_delay_exceeds_retries() {
+    let (a, b) = pair();
+    let s = [a.sge(0, 64)];
+    soft::inject(a.qp.as_ref(), Fault::Delay(Duration::from_millis(10))).unwrap();
+    a.post(&[wr(1, &s, SendOp::RdmaWrite(b.remote(0)), SIG)])
+        .unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::Success);
+    soft::inject(a.qp.as_ref(), Fault::Delay(Duration::from_millis(400))).unwrap();
+    a.post(&[wr(2, &s, SendOp::RdmaWrite(b.remote(0)), SIG)])
+        .unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::RetryExcErr);
+}
+
+#[test]
+fn killed_peer_device_means_retry_exceeded() {
+    let (a, b) = pair();
+    let s = [a.sge(0, 64)];
+    soft::kill(b.dev.as_ref()).unwrap();
+    a.post(&[wr(1, &s, SendOp::RdmaWrite(b.remote(0)), SIG)])
+        .unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::RetryExcErr);
+}
+
+#[test]
+fn completion_fd_fires_after_req_notify() {
+    let (a, b) = pair();
+    let fd = b.rcq.fd();
+    let readable = |ms: i32| {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, ms) == 1 }
+    };
+    b.recv(1, 0, 64);
+    b.recv(2, 0, 64);
+    let s = [a.sge(0, 8)];
+    // Not armed: a completion does not make the fd readable.
+    a.post(&[wr(1, &s, SendOp::Send, SendFlags::NONE)]).unwrap();
+    assert_eq!(wait(&b.rcq, 1).len(), 1);
+    assert!(!readable(10));
+    b.rcq.req_notify(false).unwrap();
+    a.post(&[wr(2, &s, SendOp::Send, SendFlags::NONE)]).unwrap();
+    assert!(readable(2000));
+    assert_eq!(b.rcq.get_events().unwrap(), 1);
+    assert!(!readable(0));
+    assert_eq!(wait(&b.rcq, 1)[0].wr_id, 2);
+}
+
+#[test]
+fn state_machine_is_enforced() {
+    let a = Side::new(SoftConfig::default(), QpCaps::default(), false, 4096, rw());
+    let s = [a.sge(0, 8)];
+    // Send before RTS, recv in RESET: EINVAL.
+    let e = a.post(&[wr(1, &s, SendOp::Send, SIG)]).unwrap_err();
+    assert!(matches!(e.error, Error::InvalidState { .. }));
+    let e =
+        a.qp.post_recv(&[RecvWr {
+            wr_id: 1,
+            sg_list: &s,
+        }])
+        .unwrap_err();
+    assert_eq!(e.error.errno(), libc::EINVAL);
+    let rts = ModifyQp::Rts(RtsAttr::new(0));
+    assert!(matches!(
+        a.qp.modify(&rts),
+        Err(Error::InvalidTransition {
+            from: QpState::Reset,
+            to: QpState::Rts
+        })
+    ));
+    a.qp.modify(&ModifyQp::Init(InitAttr::new(1))).unwrap();
+    a.recv(1, 0, 8); // receives may be posted from INIT
+    assert!(a.qp.modify(&rts).is_err());
+    // REMOTE_WRITE without LOCAL_WRITE is refused at registration, as ibverbs does.
+    let mut mem = [0u8; 16];
+    // SAFETY: the registration is refused; nothing keeps the pointer.
+    let r = unsafe { a._pd.reg_mr(mem.as_mut_ptr(), 16, Access::REMOTE_WRITE) };
+    assert!(matches!(r, Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn unix_socket_wire() {
+    let dir = std::env::temp_dir().join(format!("rzmq-soft-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = |n: &str| SoftConfig {
+        name: "soft0".into(),
+        listen: WireAddr::Unix(dir.join(n)),
+        advertise: None,
+    };
+    let a = Side::new(cfg("a"), QpCaps::default(), false, 1 << 16, rw());
+    let b = Side::new(cfg("b"), QpCaps::default(), false, 1 << 16, rw());
+    connect(&a, &b, fast_rts(), 1);
+    let s = [a.sge(0, 60_000)];
+    a.post(&[wr(1, &s, SendOp::RdmaWrite(b.remote(0)), SIG)])
+        .unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::Success);
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn both_qps_on_one_device() {
+    let dev = SoftDevice::open(SoftConfig::default()).unwrap();
+    let pd = dev.alloc_pd().unwrap();
+    let cq = dev.create_cq(64).unwrap();
+    let init = QpInit {
+        send_cq: cq.clone(),
+        recv_cq: cq.clone(),
+        caps: QpCaps::default(),
+        sq_sig_all: true,
+    };
+    let q1 = pd.create_qp(&init).unwrap();
+    let q2 = pd.create_qp(&init).unwrap();
+    let mut mem = vec![0u8; 256].into_boxed_slice();
+    // SAFETY: mem outlives the MR and QPs (dropped after them at the end of the test).
+    let mr = unsafe { pd.reg_mr(mem.as_mut_ptr(), 256, rw()) }.unwrap();
+    let (e1, e2) = (q1.endpoint(5).unwrap(), q2.endpoint(9).unwrap());
+    for (q, e, psn) in [(&q1, e2, 5), (&q2, e1, 9)] {
+        q.modify(&ModifyQp::Init(InitAttr::new(1))).unwrap();
+        q.modify(&ModifyQp::Rtr(RtrAttr::new(e))).unwrap();
+        q.modify(&ModifyQp::Rts(RtsAttr::new(psn))).unwrap();
+    }
+    mem[..4].copy_from_slice(b"ping");
+    let s = [Sge {
+        addr: mem.as_ptr() as u64,
+        length: 4,
+        lkey: mr.lkey(),
+    }];
+    let remote = RemoteAddr {
+        addr: mem.as_ptr() as u64 + 128,
+        rkey: mr.rkey(),
+    };
+    // SAFETY: non-inline; memory registered above.
+    unsafe { q1.post_send(&[wr(1, &s, SendOp::RdmaWrite(remote), SIG)]) }.unwrap();
+    let c = wait(&cq, 1);
+    assert_eq!(c[0].qp_num, q1.qpn());
+    assert_eq!(&mem[128..132], b"ping");
+    q1.modify(&ModifyQp::Err).unwrap();
+    q2.modify(&ModifyQp::Err).unwrap();
+    drop((q1, q2, mr));
+}
+
+// ----- two processes ----------------------------------------------------------------------
+
+const CHILD_ENV: &str = "RZMQ_SOFT_TEST_CHILD";
+
+/// The child half of `two_processes`: reads the parent's endpoint on stdin, prints its own, serves
+/// WRITEs and SENDs, echoes a checksum by SEND, and waits to be killed.
+#[test]
+fn child_process_half() {
+    if std::env::var(CHILD_ENV).is_err() {
+        return;
+    }
+    use std::io::BufRead;
+    let b = Side::new(
+        SoftConfig::default(),
+        QpCaps::default(),
+        false,
+        1 << 20,
+        rw(),
+    );
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).unwrap();
+    let ea = Endpoint::from_bytes(&hex_decode(line.trim())).unwrap();
+    let eb = b.qp.endpoint(77).unwrap();
+    // Tell the parent where our buffer is, then our endpoint.
+    println!(
+        "CHILD {} {} {}",
+        b.buf.as_ptr() as u64,
+        b.mr.rkey(),
+        hex(&eb.to_bytes())
+    );
+    b.qp.modify(&ModifyQp::Init(InitAttr::new(1))).unwrap();
+    b.qp.modify(&ModifyQp::Rtr(RtrAttr::new(ea))).unwrap();
+    b.qp.modify(&ModifyQp::Rts(RtsAttr {
+        sq_psn: 77,
+        ..fast_rts()
+    }))
+    .unwrap();
+    b.recv(1, 0, 16);
+    // The parent WRITEs 512 KiB then SENDs its length.
+    let rc = wait_for(&b.rcq, 1, Duration::from_secs(10));
+    assert_eq!(rc[0].status, WcStatus::Success);
+    let n = u64::from_le_bytes(b.buf[..8].try_into().unwrap()) as usize;
+    let sum: u64 = b.buf[4096..4096 + n].iter().map(|&x| u64::from(x)).sum();
+    let mut reply = [0u8; 8];
+    reply.copy_from_slice(&sum.to_le_bytes());
+    let s = [Sge {
+        addr: reply.as_ptr() as u64,
+        length: 8,
+        lkey: 0,
+    }];
+    b.post(&[wr(1, &s, SendOp::Send, SIG | SendFlags::INLINE)])
+        .unwrap();
+    assert_eq!(wait(&b.scq, 1)[0].status, WcStatus::Success);
+    // Wait to be killed.
+    std::thread::sleep(Duration::from_secs(30));
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn hex_decode(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
+        .collect()
+}
+
+#[test]
+fn two_processes_then_peer_killed() {
+    if std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let mut a = Side::new(
+        SoftConfig::default(),
+        QpCaps::default(),
+        false,
+        1 << 20,
+        rw(),
+    );
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_process_half",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ea = a.qp.endpoint(1234).unwrap();
+    writeln!(child.stdin.as_mut().unwrap(), "{}", hex(&ea.to_bytes())).unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let (baddr, rkey, eb) = loop {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "child exited");
+        // The harness prints "test child_process_half ... " on the same line first.
+        if let Some(pos) = line.find("CHILD ") {
+            let rest = line[pos + 6..].trim();
+            let f: Vec<&str> = rest.split(' ').collect();
+            break (
+                f[0].parse::<u64>().unwrap(),
+                f[1].parse::<u32>().unwrap(),
+                Endpoint::from_bytes(&hex_decode(f[2])).unwrap(),
+            );
+        }
+    };
+    a.qp.modify(&ModifyQp::Init(InitAttr::new(1))).unwrap();
+    a.qp.modify(&ModifyQp::Rtr(RtrAttr::new(eb))).unwrap();
+    a.qp.modify(&ModifyQp::Rts(RtsAttr {
+        sq_psn: 1234,
+        ..fast_rts()
+    }))
+    .unwrap();
+    let n = 512 * 1024;
+    for (i, x) in a.buf_mut().iter_mut().enumerate() {
+        *x = (i % 253) as u8;
+    }
+    a.buf_mut()[..8].copy_from_slice(&(n as u64).to_le_bytes());
+    let expect: u64 = a.buf[4096..4096 + n].iter().map(|&x| u64::from(x)).sum();
+    a.recv(1, 8, 8);
+    let data = [a.sge(4096, n)];
+    let len = [a.sge(0, 8)];
+    a.post(&[
+        wr(
+            1,
+            &data,
+            SendOp::RdmaWrite(RemoteAddr {
+                addr: baddr + 4096,
+                rkey,
+            }),
+            SendFlags::NONE,
+        ),
+        wr(2, &len, SendOp::Send, SIG),
+    ])
+    .unwrap();
+    assert_eq!(
+        wait_for(&a.scq, 1, Duration::from_secs(10))[0].status,
+        WcStatus::Success
+    );
+    let rc = wait_for(&a.rcq, 1, Duration::from_secs(10));
+    assert_eq!(rc[0].status, WcStatus::Success);
+    assert_eq!(u64::from_le_bytes(a.buf[8..16].try_into().unwrap()), expect);
+    // Kill the peer process: the next WR fails with RETRY_EXC_ERR, the rest is flushed.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    a.post(&[
+        wr(
+            3,
+            &data,
+            SendOp::RdmaWrite(RemoteAddr {
+                addr: baddr + 4096,
+                rkey,
+            }),
+            SIG,
+        ),
+        wr(4, &len, SendOp::Send, SendFlags::NONE),
+    ])
+    .unwrap();
+    let sc = wait(&a.scq, 2);
+    assert_eq!(
+        sc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(3, WcStatus::RetryExcErr), (4, WcStatus::WrFlushErr)]
+    );
+}
