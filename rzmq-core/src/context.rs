@@ -32,6 +32,8 @@ struct PendingConnect {
     connector: Arc<SocketShared>,
     connector_type: SocketType,
     connector_routing_id: Vec<u8>,
+    /// The connector's (SNDHWM, RCVHWM), to size the pipes once the binder is known.
+    connector_hwm: (i32, i32),
     /// Ends for the binder: reader of messages from the connector, writer towards it.
     reader: pipe::Reader,
     writer: pipe::Writer,
@@ -234,7 +236,15 @@ impl CtxInner {
             p.writer.set_peer(me.clone());
             let _ = &p.connector;
             let id = sock.shared().reserve_pipe_id();
-            let mut entry = PipeEntry::new(p.reader, p.writer);
+            // Now both ends are known: size the pipes as libzmq does (SNDHWM + peer RCVHWM).
+            let (csnd, crcv) = p.connector_hwm;
+            let (bsnd, brcv) = (sock.options().sndhwm, sock.options().rcvhwm);
+            p.reader
+                .set_hwm(crate::pattern::combined_hwm(brcv, Some(csnd)));
+            let mut writer = p.writer;
+            writer.set_hwm(crate::pattern::combined_hwm(bsnd, Some(crcv)));
+            let mut entry = PipeEntry::new(p.reader, writer);
+            entry.hwm_boost = Some((crcv, csnd));
             entry.endpoint = Some(format!("inproc://{name}"));
             entry.peer = Some(inproc_props(p.connector_type, &p.connector_routing_id));
             let _ = p.endpoint;
@@ -278,7 +288,13 @@ impl CtxInner {
             Some(b) => (
                 sum(my_snd, b.rcvhwm),
                 sum(b.sndhwm, my_rcv),
-                Some((b.socket.clone(), b.socket_type, b.routing_id.clone())),
+                Some((
+                    b.socket.clone(),
+                    b.socket_type,
+                    b.routing_id.clone(),
+                    b.rcvhwm,
+                    b.sndhwm,
+                )),
             ),
             None => (my_snd.max(0) as u64, my_rcv.max(0) as u64, None),
         };
@@ -294,12 +310,14 @@ impl CtxInner {
             entry.connect_routing_id = Some(rid.clone());
         }
         match peer {
-            Some((binder, btype, brid)) => {
+            Some((binder, btype, brid, b_rcv, b_snd)) => {
                 drop(reg);
                 from_peer_w.set_peer(inproc_props(btype, &brid));
                 entry.peer = Some(inproc_props(btype, &brid));
+                entry.hwm_boost = Some((b_rcv, b_snd));
                 let bid = binder.reserve_pipe_id();
                 let mut bentry = PipeEntry::new(to_peer_r, from_peer_w);
+                bentry.hwm_boost = Some((my_rcv, my_snd));
                 bentry.endpoint = Some(format!("inproc://{name}"));
                 bentry.peer = Some(inproc_props(my_type, &my_rid));
                 binder.mailbox.send(Cmd::Attach(Box::new(Attach {
@@ -317,6 +335,7 @@ impl CtxInner {
                         connector: sock.shared().clone(),
                         connector_type: my_type,
                         connector_routing_id: my_rid,
+                        connector_hwm: (my_snd, my_rcv),
                         reader: to_peer_r,
                         writer: from_peer_w,
                     });

@@ -81,6 +81,8 @@ pub struct RawCodec {
     out: std::collections::VecDeque<Msg>,
     out_off: usize,
     close_requested: bool,
+    /// Connection properties attached to every received chunk (Peer-Address, __fd).
+    metadata: Option<std::sync::Arc<crate::msg::Metadata>>,
 }
 
 impl RawCodec {
@@ -91,6 +93,7 @@ impl RawCodec {
             out: Default::default(),
             out_off: 0,
             close_requested: false,
+            metadata: None,
         }
     }
 }
@@ -127,6 +130,14 @@ impl Proto {
         Proto::Raw(RawCodec::new())
     }
 
+    /// Sets the properties attached to received raw chunks (no effect on ZMTP, whose handshake
+    /// supplies them).
+    pub fn set_raw_metadata(&mut self, md: std::sync::Arc<crate::msg::Metadata>) {
+        if let Proto::Raw(r) = self {
+            r.metadata = Some(md);
+        }
+    }
+
     /// True once the handshake is done (raw: always).
     pub fn is_ready(&self) -> bool {
         match self {
@@ -146,7 +157,8 @@ impl Proto {
         match self {
             Proto::Zmtp(z) => z.received(n, now),
             Proto::Raw(r) => {
-                let m = Msg::copy_from(&r.inbuf[..n]);
+                let mut m = Msg::copy_from(&r.inbuf[..n]);
+                m.set_metadata(r.metadata.clone());
                 r.events.push_back(zmtp::Event::Message(m));
                 Ok(())
             }
@@ -250,6 +262,8 @@ pub struct Engine {
     pub out_in_multipart: bool,
     /// The peer hung up (or the stream errored): read until the end of the stream.
     pub hup: bool,
+    /// This is a SUB/XSUB connection: 0x01/0x00 messages are subscriptions.
+    pub subscriptions: bool,
 }
 
 impl Engine {
@@ -262,6 +276,7 @@ impl Engine {
             read_pending: false,
             out_in_multipart: false,
             hup: false,
+            subscriptions: false,
         }
     }
 
@@ -351,8 +366,23 @@ impl Engine {
                 while self.proto.pending_output() < OUT_BATCH {
                     match next() {
                         Some(m) => {
+                            let starts_message = !self.out_in_multipart;
                             self.out_in_multipart = m.more();
-                            if let Err(e) = self.proto.send(m) {
+                            let r = match (&mut self.proto, m.data().first()) {
+                                // SUB/XSUB subscriptions travel on the pipe as 0x01/0x00
+                                // messages; on the wire they take the peer's form (SUBSCRIBE /
+                                // CANCEL commands for ZMTP 3.1), as libzmq 4.3.5 does.
+                                (Proto::Zmtp(z), Some(&flag))
+                                    if self.subscriptions
+                                        && starts_message
+                                        && !m.more()
+                                        && flag <= 1 =>
+                                {
+                                    z.send_subscribe(&m.data()[1..], flag == 1)
+                                }
+                                _ => self.proto.send(m),
+                            };
+                            if let Err(e) = r {
                                 return Progress::Closed(Closed::Protocol(e));
                             }
                         }

@@ -48,6 +48,8 @@ enum Item {
 }
 
 struct Shared {
+    /// High-water mark in whole messages (0: unbounded); either end may change it.
+    hwm: AtomicU64,
     /// The newest message of a conflating pipe (`ZMQ_CONFLATE`), which has no queue.
     latest: Mutex<Option<Item>>,
     /// The reader found the queue empty and wants an activation.
@@ -100,6 +102,7 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
     let hwm = if conflate { 0 } else { hwm };
     let (producer, consumer) = spsc::queue();
     let shared = Arc::new(Shared {
+        hwm: AtomicU64::new(hwm),
         latest: Mutex::new(None),
         reader_idle: AtomicBool::new(true),
         writer_waiting: AtomicBool::new(false),
@@ -115,7 +118,6 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
         Writer {
             shared: shared.clone(),
             q: producer,
-            hwm,
             written: 0,
             read_seen: 0,
             pending: Vec::new(),
@@ -138,7 +140,6 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
 pub struct Writer {
     shared: Arc<Shared>,
     q: spsc::Producer<Item>,
-    hwm: u64,
     written: u64,
     read_seen: u64,
     pending: Vec<Msg>,
@@ -165,9 +166,9 @@ impl Writer {
             .unwrap_or_else(|e| e.into_inner()) = Some(target);
     }
 
-    /// Changes the high-water mark (0 means unbounded).
+    /// Changes the high-water mark (0 means unbounded); takes effect on the next write.
     pub fn set_hwm(&mut self, hwm: u64) {
-        self.hwm = hwm;
+        self.shared.hwm.store(hwm, Ordering::Relaxed);
     }
 
     /// True while a multipart message is partly written.
@@ -181,17 +182,19 @@ impl Writer {
         if self.shared.reader_closed.load(Ordering::Acquire) {
             return Err(WriteError::Closed);
         }
-        if self.hwm == 0 || self.in_multipart() || self.written - self.read_seen < self.hwm {
+        let hwm = self.shared.hwm.load(Ordering::Relaxed);
+        if hwm == 0 || self.in_multipart() || self.written - self.read_seen < hwm {
             return Ok(());
         }
         self.read_seen = self.shared.msgs_read.load(Ordering::Acquire);
-        if self.written - self.read_seen < self.hwm {
+        if self.written - self.read_seen < hwm {
             return Ok(());
         }
         self.shared.writer_waiting.store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         self.read_seen = self.shared.msgs_read.load(Ordering::SeqCst);
-        if self.written - self.read_seen < self.hwm {
+        let hwm = self.shared.hwm.load(Ordering::SeqCst);
+        if hwm == 0 || self.written - self.read_seen < hwm {
             self.shared.writer_waiting.store(false, Ordering::Relaxed);
             return Ok(());
         }
@@ -305,6 +308,19 @@ pub struct Reader {
 }
 
 impl Reader {
+    /// Changes the pipe's high-water mark from the reading side (HWM options set on the reading
+    /// socket, inproc binds); a writer blocked on the old mark is woken.
+    pub fn set_hwm(&self, hwm: u64) {
+        self.shared.hwm.store(hwm, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if self.shared.writer_waiting.load(Ordering::Relaxed)
+            && self.shared.writer_waiting.swap(false, Ordering::SeqCst)
+        {
+            self.shared
+                .notify_writer(|t| t.notify.activate_write(t.token));
+        }
+    }
+
     #[inline]
     fn pop_item(&mut self) -> Option<Item> {
         if self.conflate {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::msg::Msg;
 use crate::poll::{poll, PollItem, ZMQ_POLLIN};
-use crate::socket::{Socket, SNDMORE};
+use crate::socket::{Socket, SocketType, SNDMORE};
 
 /// Counters the STATISTICS command reports, in libzmq's order.
 #[derive(Debug, Default, Clone, Copy)]
@@ -80,10 +80,28 @@ pub fn proxy(
         if cin {
             let c = control.as_deref_mut().ok_or(Error::Inval)?;
             let cmd = c.recv_msg(0)?;
+            // A REP control socket must answer every command (libzmq 4.3.5 sends an empty
+            // reply to all but STATISTICS).
+            let rep = c.socket_type() == SocketType::Rep;
+            let ack = |c: &mut Socket| -> Result<()> {
+                if rep {
+                    c.send_msg(Msg::new(), 0).map_err(|(_, e)| e)?;
+                }
+                Ok(())
+            };
             match cmd.data() {
-                b"PAUSE" => paused = true,
-                b"RESUME" => paused = false,
-                b"TERMINATE" => return Ok(()),
+                b"PAUSE" => {
+                    paused = true;
+                    ack(c)?;
+                }
+                b"RESUME" => {
+                    paused = false;
+                    ack(c)?;
+                }
+                b"TERMINATE" => {
+                    ack(c)?;
+                    return Ok(());
+                }
                 b"STATISTICS" => {
                     let vals = [
                         fstats.msg_in,
@@ -101,11 +119,15 @@ pub fn proxy(
                             .map_err(|(_, e)| e)?;
                     }
                 }
-                _ => return Err(Error::Inval),
+                _ => ack(c)?,
             }
         }
         if paused {
-            std::thread::sleep(Duration::from_millis(1));
+            // Only the control socket is served while paused.
+            if let Some(c) = control.as_deref_mut() {
+                let mut items = [PollItem::socket(c, ZMQ_POLLIN)];
+                poll(&mut items, Some(Duration::from_millis(100)))?;
+            }
             continue;
         }
         if fin {

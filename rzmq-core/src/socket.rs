@@ -642,10 +642,18 @@ impl Socket {
         }
     }
 
+    /// A bound endpoint is found by its resolved address only (as libzmq: unbinding
+    /// "tcp://*:*" or "ipc://*" is ENOENT, the LAST_ENDPOINT form works); a connection by the
+    /// address given to connect.
     fn find_endpoint(&self, addr: &str, bind: bool) -> Option<usize> {
-        self.endpoints
-            .iter()
-            .position(|e| e.bind == bind && (e.given == addr || e.resolved == addr))
+        self.endpoints.iter().position(|e| {
+            e.bind == bind
+                && if bind {
+                    e.resolved == addr
+                } else {
+                    e.given == addr
+                }
+        })
     }
 
     /// Stops listening on a bound endpoint and closes its connections.
@@ -715,8 +723,31 @@ impl Socket {
         self.options.set_raw(opt, value)?;
         self.pattern
             .set_option(opt, value.unwrap_or(&[]), &mut self.pipes)?;
+        if opt == crate::options::SNDHWM || opt == crate::options::RCVHWM {
+            self.update_pipe_hwms();
+        }
         self.drain_kills();
         Ok(())
+    }
+
+    /// Applies changed HWMs to the pipes that exist (libzmq re-sizes live pipes too), waking
+    /// the pattern for pipes that may have room now.
+    fn update_pipe_hwms(&mut self) {
+        if self.options.effective_conflate() {
+            return;
+        }
+        let (snd, rcv) = (self.options.sndhwm, self.options.rcvhwm);
+        for id in self.pipes.ids() {
+            if let Some(e) = self.pipes.get_mut(id) {
+                let (peer_rcv, peer_snd) = match e.hwm_boost {
+                    Some((r, s)) => (Some(r), Some(s)),
+                    None => (None, None),
+                };
+                e.writer.set_hwm(pattern::combined_hwm(snd, peer_rcv));
+                e.reader.set_hwm(pattern::combined_hwm(rcv, peer_snd));
+            }
+            self.pattern.write_activated(id, &mut self.pipes);
+        }
     }
 
     /// Sets an integer option.
@@ -824,7 +855,6 @@ impl Socket {
                 }
             }
         }
-        self.monitor.event(monitor::EVENT_CLOSED, 0, "");
         self.monitor.stop();
         self.closed = true;
         self.ctx.inner().socket_closed(self.shared.id);

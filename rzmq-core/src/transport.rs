@@ -214,6 +214,38 @@ pub(crate) fn bind(ctx: &CtxInner, ep: &Endpoint, setup: ConnSetup) -> Result<(I
     let io = ctx.io_thread()?;
     let o = setup.options.clone();
     let (kind, resolved, fd) = match ep {
+        Endpoint::Tcp(_) if o.use_fd >= 0 => {
+            // ZMQ_USE_FD: the application bound (and listens on) this fd itself.
+            // SAFETY: the caller hands us ownership of a listening socket fd, as libzmq assumes.
+            let std =
+                unsafe { <std::net::TcpListener as std::os::fd::FromRawFd>::from_raw_fd(o.use_fd) };
+            std.set_nonblocking(true)?;
+            let local = std.local_addr()?;
+            let fd = std.as_raw_fd();
+            let resolved = crate::endpoint::tcp_last_endpoint(&local);
+            (
+                ListenerKind::Tcp(mio::net::TcpListener::from_std(std)),
+                resolved,
+                fd,
+            )
+        }
+        Endpoint::Ipc(ipc) if o.use_fd >= 0 => {
+            // SAFETY: as above, a listening unix socket fd handed over by the application.
+            let std = unsafe {
+                <std::os::unix::net::UnixListener as std::os::fd::FromRawFd>::from_raw_fd(o.use_fd)
+            };
+            std.set_nonblocking(true)?;
+            let fd = std.as_raw_fd();
+            let cleanup = IpcCleanup {
+                file: None,
+                dir: None,
+            };
+            (
+                ListenerKind::Unix(mio::net::UnixListener::from_std(std), cleanup),
+                ipc.last_endpoint(),
+                fd,
+            )
+        }
         Endpoint::Tcp(tcp) => {
             let addr = tcp.resolve_bind(o.ipv6)?;
             let domain = socket2::Domain::for_address(addr);
@@ -595,6 +627,11 @@ impl Reactor {
             };
             match res {
                 Ok((stream, peer_ip)) => {
+                    if !peer_allowed(&stream, &l.setup.options) {
+                        // TCP_ACCEPT_FILTER / IPC_FILTER_*: refused peers are closed at once.
+                        drop(stream);
+                        continue;
+                    }
                     let setup = l.setup.clone();
                     let endpoint = l.endpoint.clone();
                     if let Stream::Tcp(t) = &stream {
@@ -611,12 +648,13 @@ impl Reactor {
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     l.sessions.push(stoken);
                     let proto = make_proto(&setup, (!peer_ip.is_empty()).then(|| peer_ip.clone()));
+                    let engine = new_engine(&setup, stream, proto);
                     let session = Session {
                         setup,
                         endpoint,
                         connect: None,
                         pipe: None,
-                        engine: Some(Engine::new(stream, proto)),
+                        engine: Some(engine),
                         socket_closed: false,
                         registered: false,
                         handshaken: false,
@@ -642,6 +680,65 @@ impl Reactor {
     }
 }
 
+/// Whether an accepted peer passes the socket's accept filters (TCP_ACCEPT_FILTER for tcp,
+/// IPC_FILTER_PID/UID/GID for ipc, checked with the peer's credentials).
+fn peer_allowed(stream: &Stream, o: &Options) -> bool {
+    match stream {
+        Stream::Tcp(t) => match t.peer_addr() {
+            Ok(a) => o.tcp_peer_allowed(&a),
+            Err(_) => false,
+        },
+        Stream::Unix(u) => {
+            let mut cred = libc::ucred {
+                pid: 0,
+                uid: 0,
+                gid: 0,
+            };
+            let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+            // SAFETY: cred and len are live and sized for SO_PEERCRED.
+            let rc = unsafe {
+                libc::getsockopt(
+                    u.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_PEERCRED,
+                    (&mut cred as *mut libc::ucred).cast(),
+                    &mut len,
+                )
+            };
+            if rc != 0 {
+                return false;
+            }
+            o.ipc_peer_allowed(cred.pid, cred.uid, cred.gid, &user_groups(cred.uid))
+        }
+    }
+}
+
+/// The supplementary groups of a user (for IPC_FILTER_GID), empty when unknown.
+fn user_groups(uid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut buf = vec![0 as libc::c_char; 16384];
+    let mut pwd: libc::passwd = unsafe_zeroed_passwd();
+    let mut res: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: all pointers are to live, correctly sized buffers.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut res) };
+    if rc != 0 || res.is_null() {
+        return out;
+    }
+    let mut groups = vec![0 as libc::gid_t; 256];
+    let mut n = groups.len() as libc::c_int;
+    // SAFETY: pw_name is a valid C string inside buf; groups has room for n entries.
+    let rc = unsafe { libc::getgrouplist(pwd.pw_name, pwd.pw_gid, groups.as_mut_ptr(), &mut n) };
+    if rc >= 0 {
+        out.extend(groups[..n.max(0) as usize].iter().copied());
+    }
+    out
+}
+
+fn unsafe_zeroed_passwd() -> libc::passwd {
+    // SAFETY: passwd is a plain C struct for which all-zero bytes (null pointers) are valid.
+    unsafe { std::mem::zeroed() }
+}
+
 fn apply_tcp_options_ref(s: &socket2::SockRef<'_>, o: &Options) {
     let _ = s.set_nodelay(true);
     if o.sndbuf >= 0 {
@@ -656,6 +753,13 @@ fn apply_tcp_options_ref(s: &socket2::SockRef<'_>, o: &Options) {
     if o.tos != 0 {
         let _ = s.set_tos(o.tos as u32);
     }
+}
+
+/// An engine for a new connection of this socket.
+fn new_engine(setup: &ConnSetup, stream: Stream, proto: Proto) -> Engine {
+    let mut e = Engine::new(stream, proto);
+    e.subscriptions = matches!(setup.socket_type, SocketType::Sub | SocketType::XSub);
+    e
 }
 
 fn make_proto(setup: &ConnSetup, peer_address: Option<String>) -> Proto {
@@ -840,7 +944,7 @@ impl Session {
             Stream::Unix(_) => None,
         };
         let proto = make_proto(&self.setup, peer_ip);
-        self.engine = Some(Engine::new(stream, proto));
+        self.engine = Some(new_engine(&self.setup, stream, proto));
         self.handshaken = false;
         if let Some(ci) = self.connect.as_mut() {
             // A successful connection resets the back-off.
@@ -858,7 +962,8 @@ impl Session {
             return Fate::Remove;
         };
         if o.reconnect_ivl < 0 {
-            return Fate::Keep;
+            // Reconnection disabled: the endpoint ends here, and its pipe with it.
+            return Fate::Remove;
         }
         let ivl = ci.ivl;
         let mut next = ivl * 2;
@@ -1064,7 +1169,17 @@ impl Session {
         self.setup
             .monitor
             .event(monitor::EVENT_HANDSHAKE_SUCCEEDED, 0, &self.endpoint);
-        let md = peer.metadata;
+        // libzmq's private "__fd" property carries the connection's fd (zmq_msg_get ZMQ_SRCFD).
+        let md = match self.engine.as_mut() {
+            Some(e) => {
+                let mut m = (*peer.metadata).clone();
+                m.insert("__fd", e.fd().to_string().as_bytes());
+                let m = Arc::new(m);
+                e.proto.set_raw_metadata(m.clone());
+                m
+            }
+            None => peer.metadata,
+        };
         match &self.pipe {
             Some(p) => {
                 p.to_socket.set_peer(md);

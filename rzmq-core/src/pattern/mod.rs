@@ -217,6 +217,9 @@ pub struct PipeEntry {
     pub peer: Option<Arc<Metadata>>,
     /// The endpoint this pipe was created for (bind or connect address), for unbind/disconnect.
     pub endpoint: Option<String>,
+    /// For inproc pipes, the peer socket's (RCVHWM, SNDHWM), added to ours as libzmq does;
+    /// `None` for connections (their pipes use our HWMs alone).
+    pub hwm_boost: Option<(i32, i32)>,
 }
 
 impl PipeEntry {
@@ -229,7 +232,17 @@ impl PipeEntry {
             connect_routing_id: None,
             peer: None,
             endpoint: None,
+            hwm_boost: None,
         }
+    }
+}
+
+/// A pipe's HWM from ours and, for inproc, the peer's (0 on either side: unbounded).
+pub fn combined_hwm(ours: i32, peer: Option<i32>) -> u64 {
+    match peer {
+        None => ours.max(0) as u64,
+        Some(p) if ours <= 0 || p <= 0 => 0,
+        Some(p) => ours as u64 + p as u64,
     }
 }
 
