@@ -138,6 +138,14 @@ impl Proto {
         }
     }
 
+    /// The properties attached to received raw chunks.
+    pub fn raw_metadata(&self) -> Option<std::sync::Arc<crate::msg::Metadata>> {
+        match self {
+            Proto::Raw(r) => r.metadata.clone(),
+            Proto::Zmtp(_) => None,
+        }
+    }
+
     /// True once the handshake is done (raw: always).
     pub fn is_ready(&self) -> bool {
         match self {

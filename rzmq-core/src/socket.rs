@@ -347,6 +347,12 @@ impl Socket {
         let has_peer = entry.peer.is_some();
         self.pipes.insert(id, entry);
         self.pattern.attach(id, &mut self.pipes);
+        if self.ty == SocketType::Stream {
+            // libzmq's STREAM records each peer's generated id as its own ROUTING_ID option.
+            if let Some(e) = self.pipes.get(id) {
+                self.options.routing_id = e.routing_id.clone();
+            }
+        }
         if has_peer {
             self.pattern.peer_ready(id, &mut self.pipes);
         }
@@ -836,7 +842,11 @@ impl Socket {
         };
         for rec in std::mem::take(&mut self.endpoints) {
             match rec.handle {
-                EndpointHandle::Io(h) if rec.bind => h.close(),
+                EndpointHandle::Io(h) if rec.bind => {
+                    self.monitor
+                        .event(monitor::EVENT_CLOSED, h.fd() as u32, &rec.resolved);
+                    h.close_quiet()
+                }
                 EndpointHandle::Io(h) => h.socket_closed(),
                 EndpointHandle::InprocBind => {
                     self.ctx.inner().inproc_unbind(&rec.given, self.shared.id)

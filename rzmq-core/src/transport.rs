@@ -52,7 +52,8 @@ pub(crate) struct ConnSetup {
 enum IoCmd {
     AddListener(Box<Listener>, u64),
     AddSession(Box<Session>, u64),
-    Close(u64),
+    /// Close a listener or session; the flag says whether to raise EVENT_CLOSED here.
+    Close(u64, bool),
     SocketClosed(u64),
     Pipe(u64),
     Shutdown,
@@ -123,10 +124,11 @@ impl IoThread {
         }
     }
 
-    fn handle(&self, token: u64) -> IoHandle {
+    fn handle(&self, token: u64, fd: i32) -> IoHandle {
         IoHandle {
             shared: self.shared.clone(),
             token,
+            fd,
         }
     }
 }
@@ -160,12 +162,24 @@ fn block_signals() {
 pub(crate) struct IoHandle {
     shared: Arc<IoShared>,
     token: u64,
+    fd: i32,
 }
 
 impl IoHandle {
     /// Closes the listener or session now.
     pub fn close(self) {
-        self.shared.mailbox.send(IoCmd::Close(self.token));
+        self.shared.mailbox.send(IoCmd::Close(self.token, true));
+    }
+
+    /// Closes a listener whose CLOSED event the socket already raised (socket close: the
+    /// monitor stops before the I/O thread gets here).
+    pub fn close_quiet(self) {
+        self.shared.mailbox.send(IoCmd::Close(self.token, false));
+    }
+
+    /// The listener's fd, for monitor events (-1 for sessions).
+    pub fn fd(&self) -> i32 {
+        self.fd
     }
     /// The socket closed: the session delivers what is queued (LINGER) and then ends.
     pub fn socket_closed(self) {
@@ -302,7 +316,7 @@ pub(crate) fn bind(ctx: &CtxInner, ep: &Endpoint, setup: ConnSetup) -> Result<(I
     io.shared
         .mailbox
         .send(IoCmd::AddListener(Box::new(listener), token));
-    Ok((io.handle(token), resolved))
+    Ok((io.handle(token, fd), resolved))
 }
 
 /// Starts a connecting session on an I/O thread.
@@ -342,7 +356,7 @@ pub(crate) fn connect(
     io.shared
         .mailbox
         .send(IoCmd::AddSession(Box::new(session), token));
-    Ok(io.handle(token))
+    Ok(io.handle(token, -1))
 }
 
 // ----- the reactor ----------------------------------------------------------------------------
@@ -519,7 +533,7 @@ impl Reactor {
                 self.objects.insert(token, Object::Session(s));
                 self.with_session(token, |s, r, tok| s.start(r, tok));
             }
-            IoCmd::Close(token) => self.close_object(token),
+            IoCmd::Close(token, emit) => self.close_object(token, emit),
             IoCmd::SocketClosed(token) => {
                 self.with_session(token, |s, r, tok| {
                     s.socket_closed = true;
@@ -534,7 +548,7 @@ impl Reactor {
                 let tokens: Vec<u64> = self.objects.keys().copied().collect();
                 for t in tokens {
                     match self.objects.get(&t) {
-                        Some(Object::Listener(_)) => self.close_object(t),
+                        Some(Object::Listener(_)) => self.close_object(t, true),
                         Some(Object::Session(_)) => {
                             self.with_session(t, |s, r, tok| {
                                 s.socket_closed = true;
@@ -548,7 +562,7 @@ impl Reactor {
         }
     }
 
-    fn close_object(&mut self, token: u64) {
+    fn close_object(&mut self, token: u64, emit: bool) {
         match self.objects.remove(&token) {
             Some(Object::Listener(mut l)) => {
                 let fd = match &mut l.kind {
@@ -567,11 +581,18 @@ impl Reactor {
                         u.as_raw_fd()
                     }
                 };
-                l.setup
-                    .monitor
-                    .event(monitor::EVENT_CLOSED, fd as u32, &l.endpoint);
+                if emit {
+                    l.setup
+                        .monitor
+                        .event(monitor::EVENT_CLOSED, fd as u32, &l.endpoint);
+                }
+                // Its connections end as their pipes say: at once when the socket dropped them
+                // (unbind), or after delivering what is queued within LINGER (socket close).
                 for s in std::mem::take(&mut l.sessions) {
-                    self.close_object(s);
+                    self.with_session(s, |s, r, tok| {
+                        s.socket_closed = true;
+                        s.check_linger(r, tok)
+                    });
                 }
             }
             Some(Object::Session(mut s)) => {
@@ -647,7 +668,8 @@ impl Reactor {
                         .next_token
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     l.sessions.push(stoken);
-                    let proto = make_proto(&setup, (!peer_ip.is_empty()).then(|| peer_ip.clone()));
+                    let proto =
+                        make_proto(&setup, (!peer_ip.is_empty()).then(|| peer_ip.clone()), fd);
                     let engine = new_engine(&setup, stream, proto);
                     let session = Session {
                         setup,
@@ -762,7 +784,7 @@ fn new_engine(setup: &ConnSetup, stream: Stream, proto: Proto) -> Engine {
     e
 }
 
-fn make_proto(setup: &ConnSetup, peer_address: Option<String>) -> Proto {
+fn make_proto(setup: &ConnSetup, peer_address: Option<String>, fd: i32) -> Proto {
     if setup.socket_type == SocketType::Stream || setup.options.raw_socket {
         return Proto::new_raw();
     }
@@ -797,6 +819,7 @@ fn make_proto(setup: &ConnSetup, peer_address: Option<String>) -> Proto {
         )),
         handshake_ivl: ms(o.handshake_ivl),
         peer_address,
+        local_properties: vec![("__fd".to_string(), fd.to_string().into_bytes())],
     };
     Proto::new_zmtp(cfg, Instant::now())
 }
@@ -860,8 +883,11 @@ impl Session {
                 return f;
             }
             if self.setup.options.stream_notify {
+                // The connect notification carries the connection's properties (Peer-Address).
+                let mut note = Msg::new();
+                note.set_metadata(self.engine.as_ref().and_then(|e| e.proto.raw_metadata()));
                 if let Some(p) = self.pipe.as_mut() {
-                    let _ = p.to_socket.try_write(Msg::new());
+                    let _ = p.to_socket.try_write(note);
                 }
             }
         }
@@ -943,7 +969,7 @@ impl Session {
             Stream::Tcp(t) => t.peer_addr().ok().map(|a| a.ip().to_string()),
             Stream::Unix(_) => None,
         };
-        let proto = make_proto(&self.setup, peer_ip);
+        let proto = make_proto(&self.setup, peer_ip, stream.as_raw_fd());
         self.engine = Some(new_engine(&self.setup, stream, proto));
         self.handshaken = false;
         if let Some(ci) = self.connect.as_mut() {
@@ -1171,14 +1197,14 @@ impl Session {
             .event(monitor::EVENT_HANDSHAKE_SUCCEEDED, 0, &self.endpoint);
         // libzmq's private "__fd" property carries the connection's fd (zmq_msg_get ZMQ_SRCFD).
         let md = match self.engine.as_mut() {
-            Some(e) => {
+            Some(e) if matches!(e.proto, Proto::Raw(_)) => {
                 let mut m = (*peer.metadata).clone();
                 m.insert("__fd", e.fd().to_string().as_bytes());
                 let m = Arc::new(m);
                 e.proto.set_raw_metadata(m.clone());
                 m
             }
-            None => peer.metadata,
+            _ => peer.metadata,
         };
         match &self.pipe {
             Some(p) => {

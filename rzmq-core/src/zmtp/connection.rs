@@ -49,6 +49,9 @@ pub struct Config {
     pub handshake_ivl: Option<Duration>,
     /// The peer's address, added to the peer metadata as `Peer-Address` when given (as libzmq).
     pub peer_address: Option<String>,
+    /// Properties of the connection itself added to the peer metadata (libzmq's private
+    /// `__fd`, the source fd that `zmq_msg_get(ZMQ_SRCFD)` reports).
+    pub local_properties: Vec<(String, Vec<u8>)>,
 }
 
 impl Config {
@@ -66,6 +69,7 @@ impl Config {
             heartbeat_timeout: None,
             handshake_ivl: Some(DEFAULT_HANDSHAKE_IVL),
             peer_address: None,
+            local_properties: Vec::new(),
         }
     }
 }
@@ -250,7 +254,14 @@ impl Connection {
         Ok(())
     }
 
-    fn on_ready(&mut self, peer: Peer) -> Peer {
+    fn on_ready(&mut self, mut peer: Peer) -> Peer {
+        if !self.cfg.local_properties.is_empty() {
+            let mut md = (*peer.metadata).clone();
+            for (k, v) in &self.cfg.local_properties {
+                md.insert(k, v);
+            }
+            peer.metadata = std::sync::Arc::new(md);
+        }
         self.state = State::Ready;
         self.md = Some(peer.metadata.clone());
         self.handshake_deadline = None;
