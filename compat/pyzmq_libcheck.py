@@ -1,0 +1,182 @@
+"""Which libzmq is serving pyzmq's calls in this process.
+
+Used by compat/run-pyzmq-tests.sh (through pyzmq_compat_plugin.py, pyzmq_preload_check.py and
+pyzmq_vllm_traffic.py) to prove that LD_PRELOAD=target/release/libzmq.so really takes over from the
+libzmq that the stock pyzmq wheel bundles in site-packages/pyzmq.libs/, and that a source build
+of pyzmq runs on our library.
+
+Three independent pieces of evidence:
+
+1. resolve(): the dynamic linker's lookup for the backend's undefined zmq_* symbols, redone with
+   dlsym + dladdr: the global scope first (the program and LD_PRELOAD libraries), then the pyzmq
+   extension module's own dependencies (its DT_NEEDED libzmq). dladdr names the file that defines
+   the symbol found.
+2. behaviour(): calls zmq_has("curve") and zmq_version() directly in every libzmq mapped into the
+   process, and compares with what pyzmq reports through its backend (zmq.has("curve")): the
+   wheel's bundled libzmq has CURVE, rzmq does not yet, so the answer tells who served the call.
+3. pyzmq_preload_check.py re-runs a socket round trip under LD_DEBUG=bindings, where the dynamic
+   linker itself logs which file each of the backend's zmq_* references was bound to.
+
+Standard library only (plus zmq, imported lazily).
+"""
+
+import ctypes
+import ctypes.util
+import glob
+import os
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [
+        ("dli_fname", ctypes.c_char_p),
+        ("dli_fbase", ctypes.c_void_p),
+        ("dli_sname", ctypes.c_char_p),
+        ("dli_saddr", ctypes.c_void_p),
+    ]
+
+
+def _dladdr_fn():
+    fn = getattr(ctypes.CDLL(None), "dladdr", None)
+    if fn is None:  # glibc < 2.34 keeps dladdr in libdl
+        fn = ctypes.CDLL(ctypes.util.find_library("dl")).dladdr
+    fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def file_of(addr):
+    """Real path of the loaded object that contains address `addr`."""
+    info = _DlInfo()
+    if not addr or _dladdr_fn()(addr, ctypes.byref(info)) == 0 or not info.dli_fname:
+        return None
+    return os.path.realpath(info.dli_fname.decode())
+
+
+def backend_path():
+    """Path of pyzmq's compiled backend module (the object whose zmq_* references matter)."""
+    import zmq.backend.cython._zmq as backend  # noqa: F401  (Cython backend, CPython)
+
+    return os.path.realpath(backend.__file__)
+
+
+def _sym_addr(handle, symbol):
+    try:
+        return ctypes.cast(getattr(handle, symbol), ctypes.c_void_p).value
+    except AttributeError:
+        return None
+
+
+def resolve(symbol="zmq_msg_init_data"):
+    """(file, scope) that the dynamic linker binds the pyzmq backend's `symbol` to."""
+    addr = _sym_addr(ctypes.CDLL(None), symbol)  # global scope: program, LD_PRELOAD, RTLD_GLOBAL
+    if addr:
+        return file_of(addr), "global scope (LD_PRELOAD)"
+    addr = _sym_addr(ctypes.CDLL(backend_path()), symbol)  # the backend's own dependency tree
+    return file_of(addr), "backend's DT_NEEDED"
+
+
+def mapped_libzmq():
+    """Real paths of every libzmq* file mapped into this process, in first-mapped order."""
+    seen = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            parts = line.split(None, 5)
+            if len(parts) == 6:
+                path = parts[5].strip()
+                if os.path.basename(path).startswith("libzmq"):
+                    real = os.path.realpath(path)
+                    if real not in seen:
+                        seen.append(real)
+    return seen
+
+
+def _version(handle):
+    major, minor, patch = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    handle.zmq_version(ctypes.byref(major), ctypes.byref(minor), ctypes.byref(patch))
+    return f"{major.value}.{minor.value}.{patch.value}"
+
+
+def behaviour():
+    """{path: {"curve": bool, "version": str}} for every mapped libzmq, called directly."""
+    out = {}
+    for path in mapped_libzmq():
+        handle = ctypes.CDLL(path)  # already loaded: same handle, its own definitions first
+        handle.zmq_has.argtypes = [ctypes.c_char_p]
+        handle.zmq_has.restype = ctypes.c_int
+        out[path] = {"curve": bool(handle.zmq_has(b"curve")), "version": _version(handle)}
+    return out
+
+
+def bundled_libzmq():
+    """The libzmq the stock wheel bundles (site-packages/pyzmq.libs/libzmq-*.so*), or None."""
+    import zmq
+
+    site = os.path.dirname(os.path.dirname(os.path.realpath(zmq.__file__)))
+    found = sorted(glob.glob(os.path.join(site, "pyzmq.libs", "libzmq*.so*")))
+    return os.path.realpath(found[0]) if found else None
+
+
+def identify(expect_path=None):
+    """Everything above in one dict, plus a verdict: served_by is the file that serves pyzmq's
+    calls, kind is 'rzmq' when that is `expect_path` (our library), 'stock' when it is the wheel's
+    bundled libzmq, else 'other'; consistent tells whether the direct calls agree."""
+    import zmq
+
+    served, scope = resolve()
+    served_has = {sym: resolve(sym)[0] for sym in ("zmq_socket", "zmq_msg_send", "zmq_poll", "zmq_has")}
+    beh = behaviour()
+    pyzmq_curve = bool(zmq.has("curve"))
+    expect = os.path.realpath(expect_path) if expect_path else None
+    bundled = bundled_libzmq()
+    if expect and served == expect:
+        kind = "rzmq"
+    elif bundled and served == bundled:
+        kind = "stock"
+    else:
+        kind = "other"
+    # pyzmq's answer must equal the serving library's own answer; when the mapped libraries
+    # disagree on CURVE the answer alone also names the serving one.
+    consistent = served in beh and beh[served]["curve"] == pyzmq_curve
+    others = [p for p in beh if p != served]
+    discriminating = any(beh[p]["curve"] != beh.get(served, {}).get("curve") for p in others)
+    return {
+        "kind": kind,
+        "served_by": served,
+        "scope": scope,
+        "all_symbols_same_file": len(set(served_has.values()) | {served}) == 1,
+        "mapped_libzmq": list(beh),
+        "direct_calls": beh,
+        "pyzmq_has_curve": pyzmq_curve,
+        "pyzmq_zmq_version": zmq.zmq_version(),
+        "pyzmq_version": zmq.pyzmq_version(),
+        "consistent": consistent,
+        "curve_discriminates": discriminating,
+        "expected": expect,
+    }
+
+
+def summary(info):
+    """One line for logs and reports."""
+    text = (
+        f"libzmq serving pyzmq: {info['kind']} ({info['served_by']}, via {info['scope']}); "
+        f"zmq_version {info['pyzmq_zmq_version']}, pyzmq {info['pyzmq_version']}; "
+        f"zmq.has('curve')={info['pyzmq_has_curve']}"
+    )
+    if len(info["mapped_libzmq"]) > 1:
+        direct = ", ".join(
+            f"{os.path.basename(p)} curve={v['curve']}" for p, v in info["direct_calls"].items()
+        )
+        text += f"; mapped: {direct}"
+    return text
+
+
+def check(info, expect_kind):
+    """List of problems (empty when the process runs on the expected library)."""
+    problems = []
+    if expect_kind and info["kind"] != expect_kind:
+        problems.append(f"expected {expect_kind} to serve pyzmq, found {info['kind']} ({info['served_by']})")
+    if not info["all_symbols_same_file"]:
+        problems.append("zmq_* symbols resolve to more than one file")
+    if not info["consistent"]:
+        problems.append("zmq.has('curve') through pyzmq differs from the serving library's own answer")
+    return problems
