@@ -239,11 +239,11 @@ impl CtxInner {
             // Now both ends are known: size the pipes as libzmq does (SNDHWM + peer RCVHWM).
             let (csnd, crcv) = p.connector_hwm;
             let (bsnd, brcv) = (sock.options().sndhwm, sock.options().rcvhwm);
-            p.reader
-                .set_hwm(crate::pattern::combined_hwm(brcv, Some(csnd)));
+            let mut reader = p.reader;
+            reader.set_hwm(crate::pattern::combined_hwm(brcv, Some(csnd)));
             let mut writer = p.writer;
             writer.set_hwm(crate::pattern::combined_hwm(bsnd, Some(crcv)));
-            let mut entry = PipeEntry::new(p.reader, writer);
+            let mut entry = PipeEntry::new(reader, writer);
             entry.hwm_boost = Some((crcv, csnd));
             entry.endpoint = Some(format!("inproc://{name}"));
             entry.peer = Some(inproc_props(p.connector_type, &p.connector_routing_id));
