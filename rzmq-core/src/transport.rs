@@ -253,6 +253,7 @@ pub(crate) fn bind(ctx: &CtxInner, ep: &Endpoint, setup: ConnSetup) -> Result<(I
             let cleanup = IpcCleanup {
                 file: None,
                 dir: None,
+                id: None,
             };
             (
                 ListenerKind::Unix(mio::net::UnixListener::from_std(std), cleanup),
@@ -291,9 +292,12 @@ pub(crate) fn bind(ctx: &CtxInner, ep: &Endpoint, setup: ConnSetup) -> Result<(I
             let std = std::os::unix::net::UnixListener::bind_addr(&addr).map_err(Error::from)?;
             std.set_nonblocking(true)?;
             let fd = std.as_raw_fd();
+            let file = addr.as_pathname().map(|p| p.to_path_buf());
+            let id = file.as_deref().and_then(file_id);
             let cleanup = IpcCleanup {
-                file: addr.as_pathname().map(|p| p.to_path_buf()),
+                file,
                 dir: b.tmp_dir,
+                id,
             };
             (
                 ListenerKind::Unix(mio::net::UnixListener::from_std(std), cleanup),
@@ -372,6 +376,16 @@ enum ListenerKind {
 struct IpcCleanup {
     file: Option<std::path::PathBuf>,
     dir: Option<std::path::PathBuf>,
+    /// (device, inode) of the socket file we created: another socket may have re-bound the
+    /// path since (rebind after close), and its file must not be removed.
+    id: Option<(u64, u64)>,
+}
+
+fn file_id(p: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(p)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
 
 struct Listener {
@@ -573,7 +587,9 @@ impl Reactor {
                     ListenerKind::Unix(u, cleanup) => {
                         let _ = self.poll.registry().deregister(u);
                         if let Some(p) = &cleanup.file {
-                            let _ = std::fs::remove_file(p);
+                            if cleanup.id.is_some() && file_id(p) == cleanup.id {
+                                let _ = std::fs::remove_file(p);
+                            }
                         }
                         if let Some(d) = &cleanup.dir {
                             let _ = std::fs::remove_dir(d);
