@@ -4,9 +4,9 @@ Environment (set by compat/pyzmq_compat.py):
   RZMQ_COMPAT_MODE      reference | preload | source
   RZMQ_COMPAT_EXPECT    rzmq | stock: the library that must serve pyzmq (session aborts if not)
   RZMQ_COMPAT_LIB       our library's path (for the check above)
-  RZMQ_COMPAT_NOTES     compat/pyzmq-test-notes.tsv: 'xfail' rows for this mode become
-                        non-strict xfail markers with the reason (rows 'deselect' are turned into
-                        --deselect by the runner)
+  RZMQ_COMPAT_NOTES     compat/pyzmq-test-notes.tsv: 'xfail' and 'flaky' rows for this mode
+                        become non-strict xfail markers with the reason (rows 'deselect' are
+                        turned into --deselect by the runner)
   RZMQ_COMPAT_SKIPFILE  node ids already run in an earlier attempt (after a crash): deselected
   RZMQ_COMPAT_RESULTS   JSON lines written as the run goes: collected ids, start/done per test
                         (outcome, first error line, duration, reruns), the library check, finish
@@ -79,7 +79,7 @@ def pytest_collection_modifyitems(session, config, items):
     _emit({"event": "collected", "nodeids": [item.nodeid for item in items]})
     mode = os.environ.get("RZMQ_COMPAT_MODE", "")
     for test_id, action, reason in read_notes(os.environ.get("RZMQ_COMPAT_NOTES"), mode):
-        if action != "xfail":
+        if action not in ("xfail", "flaky"):
             continue
         for item in items:
             if item.nodeid.startswith(test_id):

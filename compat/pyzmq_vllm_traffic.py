@@ -10,11 +10,12 @@ usage: pyzmq_vllm_traffic.py --ours /abs/target/release/libzmq.so [--json OUT] [
 The traffic is what vLLM's engine client and engine core exchange (see shared/design/OMNI.md):
 
 frontend (asyncio, like AsyncMPClient / the DP coordinator)
-  zmq.Context(io_threads=2) shadowed by zmq.asyncio.Context; ROUTER input socket (bind, HWM 0,
-  monitored: LISTENING, ACCEPTED, HANDSHAKE_SUCCEEDED, DISCONNECTED), PULL output socket (bind,
-  RCVHWM 0) drained by a thread that polls it with zmq.Poller together with an inproc PAIR used
-  for shutdown, XPUB coordinator socket (bind, XPUB_VERBOSE) that waits for the b'\\x01'
-  subscription before publishing. Requests are send_multipart((identity, request_type, msgpack
+  zmq.Context(io_threads=2) shadowed by zmq.asyncio.Context; make_zmq_socket's options (HWM 0,
+  SNDBUF/RCVBUF 0.5 GiB, ROUTER_HANDOVER); ROUTER input socket (bind tcp://127.0.0.1:0 and
+  LAST_ENDPOINT read back, monitored: LISTENING, ACCEPTED, HANDSHAKE_SUCCEEDED, DISCONNECTED),
+  PULL output socket (bind) drained by a thread that polls it with zmq.Poller together with an
+  inproc PAIR used for shutdown, XPUB coordinator socket (bind, XPUB_VERBOSE) that waits for the
+  b'\\x01' subscription before publishing. Requests are send_multipart((identity, request_type, msgpack
   main frame, *tensor frames), copy=False, track=True); a buffer is refilled only after its
   MessageTracker is done (awaited).
 engine (sync threads, like EngineCoreProc)
@@ -62,6 +63,21 @@ NPUB = 6
 RANK = 0
 DEADLINE_S = 90
 ADD, UTILITY = b"\x00", b"\x03"  # vLLM EngineCoreRequestType values
+BUF = 512 * MIB  # make_zmq_socket's SNDBUF/RCVBUF on big machines (the kernel caps it)
+
+
+def vllm_options(sock, kind):
+    """The options vLLM's make_zmq_socket sets for socket type `kind`."""
+    import zmq
+
+    if kind in (zmq.PULL, zmq.DEALER, zmq.ROUTER):
+        sock.setsockopt(zmq.RCVHWM, 0)
+        sock.setsockopt(zmq.RCVBUF, BUF)
+    if kind in (zmq.PUSH, zmq.DEALER, zmq.ROUTER):
+        sock.setsockopt(zmq.SNDHWM, 0)
+        sock.setsockopt(zmq.SNDBUF, BUF)
+    if kind == zmq.ROUTER:
+        sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
 
 
 def pack(obj):
@@ -231,14 +247,13 @@ async def frontend(args):
     ipc_dir = args.ipc_dir
 
     router = ctx.socket(zmq.ROUTER)
-    router.setsockopt(zmq.RCVHWM, 0)
-    router.setsockopt(zmq.SNDHWM, 0)
+    vllm_options(router, zmq.ROUTER)
     mon = router.get_monitor_socket()  # before bind: LISTENING is reported too
     router.bind(endpoint(args.transport, ipc_dir, "input", "0"))  # vLLM binds host:0 ...
     ep_in = router.getsockopt_string(zmq.LAST_ENDPOINT)  # ... and reads the port back
 
     pull = sync_ctx.socket(zmq.PULL)
-    pull.setsockopt(zmq.RCVHWM, 0)
+    vllm_options(pull, zmq.PULL)
     pull.bind(endpoint(args.transport, ipc_dir, "output", "*"))
     ep_out = pull.getsockopt_string(zmq.LAST_ENDPOINT)
 
@@ -413,15 +428,14 @@ def engine(args):
 
     dealer = ctx.socket(zmq.DEALER)
     dealer.setsockopt(zmq.IDENTITY, RANK.to_bytes(2, "little"))
-    dealer.setsockopt(zmq.RCVHWM, 0)
-    dealer.setsockopt(zmq.SNDHWM, 0)
+    vllm_options(dealer, zmq.DEALER)
     mon = dealer.get_monitor_socket()
     dealer.connect(args.input)
     dealer.send(b"")  # so the ROUTER learns the identity
 
     push = ctx.socket(zmq.PUSH)
     push.setsockopt(zmq.LINGER, 4000)
-    push.setsockopt(zmq.SNDHWM, 0)
+    vllm_options(push, zmq.PUSH)
     push.connect(args.output)
 
     backend = f"inproc://coord-{uuid.uuid4().hex}"

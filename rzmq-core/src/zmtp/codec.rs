@@ -169,12 +169,11 @@ impl Decoder {
         if let Some(d) = self.direct.as_mut() {
             if d.incomplete() {
                 if d.filled == d.buf.len() {
-                    // Grow by doubling: a fresh zeroed allocation (calloc: free pages for large
-                    // sizes) and one copy of what arrived.
+                    // Grow by doubling, in place: realloc moves large (mmapped) buffers by
+                    // remapping pages, so what already arrived is not copied.
                     let new_len = d.buf.len().saturating_mul(2).clamp(d.filled + 1, d.size);
-                    let mut grown = vec![0u8; new_len];
-                    grown[..d.filled].copy_from_slice(&d.buf[..d.filled]);
-                    d.buf = grown;
+                    d.buf.reserve_exact(new_len - d.buf.len());
+                    d.buf.resize(new_len, 0);
                 }
                 return &mut d.buf[d.filled..];
             }
