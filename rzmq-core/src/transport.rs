@@ -1098,7 +1098,13 @@ impl Session {
                 return f;
             }
         }
-        if writable || self.engine.as_ref().is_some_and(|e| e.proto.is_ready()) {
+        // Output may be pending after reading too (the rest of the greeting, a PONG).
+        if writable
+            || self
+                .engine
+                .as_ref()
+                .is_some_and(|e| e.proto.is_ready() || e.has_output())
+        {
             if let Some(f) = self.pump_out(r, token) {
                 return f;
             }

@@ -106,6 +106,9 @@ pub struct Connection {
     next_ping: Option<Instant>,
     timeout_deadline: Option<Instant>,
     ttl_deadline: Option<Instant>,
+    /// The greeting after its signature, sent once the peer's signature has arrived (as libzmq
+    /// does); None once sent.
+    greeting_rest: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -133,8 +136,10 @@ impl Connection {
     /// A new session; our greeting is queued for transmission.
     pub fn new(cfg: Config, now: Instant) -> Connection {
         let mut out = OutQueue::new();
-        out.push_raw(&greeting::encode(cfg.mechanism));
+        let g = greeting::encode_with_routing_id(cfg.mechanism, cfg.routing_id.len());
+        out.push_raw(&g[..greeting::SIGNATURE_LEN]);
         Connection {
+            greeting_rest: Some(g[greeting::SIGNATURE_LEN..].to_vec()),
             state: State::Greeting,
             dec: Decoder::new(cfg.maxmsgsize),
             out,
@@ -196,7 +201,14 @@ impl Connection {
                 State::Greeting => {
                     let pending = self.dec.pending();
                     let head = &pending[..pending.len().min(GREETING_LEN)];
-                    match greeting::check(head, self.cfg.mechanism) {
+                    let check = greeting::check(head, self.cfg.mechanism);
+                    if check.is_ok() && head.len() >= greeting::SIGNATURE_LEN {
+                        // The peer's signature is valid: the rest of our greeting follows.
+                        if let Some(rest) = self.greeting_rest.take() {
+                            self.out.push_raw(&rest);
+                        }
+                    }
+                    match check {
                         Ok(None) => return Ok(None),
                         Ok(Some(g)) => {
                             self.dec.consume(GREETING_LEN);

@@ -78,8 +78,18 @@ impl PeerGreeting {
 /// Our greeting. libzmq 4.3.5 always sends the as-server byte as 0 (even for PLAIN and CURVE
 /// servers), and so do we, to stay byte-identical; the role is kept for the mechanisms.
 pub(crate) fn encode(mechanism: Mechanism) -> [u8; GREETING_LEN] {
+    encode_with_routing_id(mechanism, 0)
+}
+
+/// Our greeting as libzmq writes it: the signature carries `routing_id_len + 1` as a big-endian
+/// u64 in bytes 1..9 (a ZMTP 1.0 compatibility field), then 0x7F.
+pub(crate) fn encode_with_routing_id(
+    mechanism: Mechanism,
+    routing_id_len: usize,
+) -> [u8; GREETING_LEN] {
     let mut g = [0u8; GREETING_LEN];
     g[0] = 0xFF;
+    g[1..9].copy_from_slice(&(routing_id_len as u64 + 1).to_be_bytes());
     g[9] = 0x7F;
     g[MAJOR_POS] = VERSION_MAJOR;
     g[MINOR_POS] = VERSION_MINOR;
@@ -127,7 +137,7 @@ mod tests {
     #[test]
     fn our_greeting_is_libzmq_s() {
         let g = encode(Mechanism::Null);
-        let mut want = vec![0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 1];
+        let mut want = vec![0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 1];
         want.extend_from_slice(b"NULL");
         want.resize(64, 0);
         assert_eq!(&g[..], &want[..]);
