@@ -77,6 +77,7 @@ impl PeerGreeting {
 
 /// Our greeting. libzmq 4.3.5 always sends the as-server byte as 0 (even for PLAIN and CURVE
 /// servers), and so do we, to stay byte-identical; the role is kept for the mechanisms.
+#[cfg(test)]
 pub(crate) fn encode(mechanism: Mechanism) -> [u8; GREETING_LEN] {
     encode_with_routing_id(mechanism, 0)
 }
