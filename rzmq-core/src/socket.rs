@@ -589,7 +589,7 @@ impl Socket {
             ep => {
                 // Without IMMEDIATE the pipe exists from now on, so messages queue before the
                 // connection is up and survive reconnects (libzmq's behaviour).
-                let pipe = if !self.options.immediate && self.ty != SocketType::Stream {
+                let pipe = if !self.options.immediate {
                     let (entry, peer_side) = self.new_pipe_pair();
                     let id = self.shared.reserve_pipe_id();
                     let mut entry = entry;
