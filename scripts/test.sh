@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export RUST_BACKTRACE=1
-cargo build --release --workspace --examples
+cargo build --release --workspace            # libraries, including target/release/libzmq.so
+cargo build --release --workspace --examples # the perf examples and the demo
 cargo test --workspace --release -- --test-threads=2
 if [ "${RZMQ_TEST_QUICK:-0}" = "1" ]; then
   exit 0
