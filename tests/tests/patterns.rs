@@ -345,3 +345,37 @@ fn external_buffer_released_once_after_transmission() {
     assert_eq!(released.load(Ordering::SeqCst), 1);
     drop(data);
 }
+
+#[test]
+fn closing_a_bound_socket_disconnects_its_peers() {
+    for linger in [0, 100] {
+        let ctx = Context::new();
+        let mut publ = sock(&ctx, SocketType::Pub);
+        publ.set_option_i32(opt::LINGER, linger).unwrap();
+        let ep = bind(&mut publ, "tcp");
+        let mut sub = sock(&ctx, SocketType::Sub);
+        sub.set_option_i32(opt::RECONNECT_IVL, 60_000).unwrap();
+        let mon_ep = inproc_endpoint("close-mon");
+        sub.monitor(Some(&mon_ep), monitor::EVENT_ALL).unwrap();
+        let mut mon = sock(&ctx, SocketType::Pair);
+        mon.connect(&mon_ep).unwrap();
+        sub.connect(&ep).unwrap();
+        let mut seen = Vec::new();
+        while !seen.contains(&monitor::EVENT_HANDSHAKE_SUCCEEDED) {
+            let parts = mon.recv_multipart(0).unwrap();
+            seen.push(monitor::parse_event(parts[0].data()).unwrap().0);
+        }
+        drop(publ);
+        assert_eq!(
+            seen,
+            vec![monitor::EVENT_CONNECT_DELAYED, monitor::EVENT_CONNECTED, monitor::EVENT_HANDSHAKE_SUCCEEDED]
+        );
+        // The peer sees the connection go away and schedules a reconnect, as libzmq reports it.
+        let mut after = Vec::new();
+        while after.len() < 2 {
+            let parts = mon.recv_multipart(0).expect("events after the binder closed");
+            after.push(monitor::parse_event(parts[0].data()).unwrap().0);
+        }
+        assert_eq!(after, vec![monitor::EVENT_DISCONNECTED, monitor::EVENT_CONNECT_RETRIED]);
+    }
+}
