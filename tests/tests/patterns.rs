@@ -368,14 +368,23 @@ fn closing_a_bound_socket_disconnects_its_peers() {
         drop(publ);
         assert_eq!(
             seen,
-            vec![monitor::EVENT_CONNECT_DELAYED, monitor::EVENT_CONNECTED, monitor::EVENT_HANDSHAKE_SUCCEEDED]
+            vec![
+                monitor::EVENT_CONNECT_DELAYED,
+                monitor::EVENT_CONNECTED,
+                monitor::EVENT_HANDSHAKE_SUCCEEDED
+            ]
         );
         // The peer sees the connection go away and schedules a reconnect, as libzmq reports it.
         let mut after = Vec::new();
         while after.len() < 2 {
-            let parts = mon.recv_multipart(0).expect("events after the binder closed");
+            let parts = mon
+                .recv_multipart(0)
+                .expect("events after the binder closed");
             after.push(monitor::parse_event(parts[0].data()).unwrap().0);
         }
-        assert_eq!(after, vec![monitor::EVENT_DISCONNECTED, monitor::EVENT_CONNECT_RETRIED]);
+        assert_eq!(
+            after,
+            vec![monitor::EVENT_DISCONNECTED, monitor::EVENT_CONNECT_RETRIED]
+        );
     }
 }
