@@ -320,10 +320,10 @@ impl CtxInner {
                 bentry.hwm_boost = Some((my_rcv, my_snd));
                 bentry.endpoint = Some(format!("inproc://{name}"));
                 bentry.peer = Some(inproc_props(my_type, &my_rid));
-                binder.mailbox.send(Cmd::Attach(Box::new(Attach {
+                binder.attach(Attach {
                     entry: bentry,
                     id: bid,
-                })));
+                });
                 sock.attach_pipe(my_id, entry);
             }
             None => {

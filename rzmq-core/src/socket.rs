@@ -126,9 +126,28 @@ pub(crate) struct SocketShared {
     pub mailbox: Mailbox<Cmd>,
     pub id: u64,
     next_pipe: std::sync::atomic::AtomicU64,
+    /// Set when the socket closes: nobody reads the mailbox any more.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl SocketShared {
+    /// Hands a new pipe to the socket; if the socket has closed meanwhile, the pipe is dropped
+    /// (closed) instead, so the connection behind it ends rather than waiting forever.
+    pub fn attach(&self, a: Attach) {
+        use std::sync::atomic::Ordering;
+        self.mailbox.send(Cmd::Attach(Box::new(a)));
+        if self.closed.load(Ordering::SeqCst) {
+            self.drain_dead();
+        }
+    }
+
+    /// Drops every queued command of a closed socket (pipes in Attach commands close).
+    fn drain_dead(&self) {
+        while let Some(cmd) = self.mailbox.try_recv() {
+            drop(cmd);
+        }
+    }
+
     /// Reserves a pipe id (used by other threads preparing an Attach).
     pub fn reserve_pipe_id(&self) -> PipeId {
         PipeId(
@@ -211,6 +230,7 @@ impl Socket {
             mailbox: Mailbox::new()?,
             id,
             next_pipe: std::sync::atomic::AtomicU64::new(0),
+            closed: std::sync::atomic::AtomicBool::new(false),
         });
         let options = Options::with_ctx(ty as i32, &ctx.inner().ctx_options());
         Ok(Socket {
@@ -867,6 +887,12 @@ impl Socket {
         }
         self.monitor.stop();
         self.closed = true;
+        // Pipes handed to us from now on (a handshake finishing concurrently) are closed by
+        // their sender; those already queued are closed here.
+        self.shared
+            .closed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.shared.drain_dead();
         self.ctx.inner().socket_closed(self.shared.id);
     }
 

@@ -28,7 +28,7 @@ use crate::msg::{Metadata, Msg};
 use crate::options::Options;
 use crate::pattern::PipeEntry;
 use crate::pipe::{self, Notify, Reader, Target, WriteError, Writer};
-use crate::socket::{Attach, Cmd, SocketShared, SocketType};
+use crate::socket::{Attach, SocketShared, SocketType};
 use crate::zmtp;
 
 /// The connection's ends of a socket pipe.
@@ -1250,10 +1250,7 @@ impl Session {
                     entry.connect_routing_id = Some(rid.clone());
                 }
                 let id = self.setup.socket.reserve_pipe_id();
-                self.setup
-                    .socket
-                    .mailbox
-                    .send(Cmd::Attach(Box::new(Attach { entry, id })));
+                self.setup.socket.attach(Attach { entry, id });
                 self.pipe = Some(PeerPipe {
                     to_socket: from_peer_w,
                     from_socket: to_peer_r,
