@@ -10,7 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::msg::Metadata;
-use crate::pattern::{PipeEntry, PipeId};
+use crate::pattern::PipeEntry;
 use crate::pipe;
 use crate::socket::{Attach, Cmd, Socket, SocketShared, SocketType};
 use crate::transport::IoThread;
@@ -28,8 +28,6 @@ struct InprocBinding {
 
 /// A connect made before its bind: the binder's ends wait here.
 struct PendingConnect {
-    endpoint: String,
-    connector: Arc<SocketShared>,
     connector_type: SocketType,
     connector_routing_id: Vec<u8>,
     /// The connector's (SNDHWM, RCVHWM), to size the pipes once the binder is known.
@@ -234,7 +232,6 @@ impl CtxInner {
         let me = inproc_props(sock.socket_type(), &sock.options().routing_id);
         for p in pending {
             p.writer.set_peer(me.clone());
-            let _ = &p.connector;
             let id = sock.shared().reserve_pipe_id();
             // Now both ends are known: size the pipes as libzmq does (SNDHWM + peer RCVHWM).
             let (csnd, crcv) = p.connector_hwm;
@@ -247,7 +244,6 @@ impl CtxInner {
             entry.hwm_boost = Some((crcv, csnd));
             entry.endpoint = Some(format!("inproc://{name}"));
             entry.peer = Some(inproc_props(p.connector_type, &p.connector_routing_id));
-            let _ = p.endpoint;
             sock.attach_pipe(id, entry);
         }
         Ok(())
@@ -331,8 +327,6 @@ impl CtxInner {
                     .entry(name.to_string())
                     .or_default()
                     .push(PendingConnect {
-                        endpoint: addr.to_string(),
-                        connector: sock.shared().clone(),
                         connector_type: my_type,
                         connector_routing_id: my_rid,
                         connector_hwm: (my_snd, my_rcv),
@@ -343,7 +337,6 @@ impl CtxInner {
                 sock.attach_pipe(my_id, entry);
             }
         }
-        let _ = PipeId(0);
         Ok(())
     }
 }

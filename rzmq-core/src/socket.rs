@@ -12,7 +12,7 @@ use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::context::{Context, CtxInner};
+use crate::context::Context;
 use crate::endpoint::Endpoint;
 use crate::error::{Error, Result};
 use crate::monitor::{self, EventSink, Monitor};
@@ -836,12 +836,6 @@ impl Socket {
         Ok(())
     }
 
-    /// The monitor hook (for the transports).
-    #[allow(dead_code)]
-    pub(crate) fn monitor_hook(&self) -> &Monitor {
-        &self.monitor
-    }
-
     // ----- closing ----------------------------------------------------------------------------
 
     /// Closes the socket. Queued outgoing messages are still delivered for up to LINGER.
@@ -930,11 +924,4 @@ impl EventSink for MonitorSocket {
             .send_msg(frame, DONTWAIT | if more { SNDMORE } else { 0 })
             .is_ok()
     }
-}
-
-// Keep CtxInner referenced for docs.
-#[allow(dead_code)]
-fn _assert_send(s: Socket) -> impl Send {
-    let _: Option<&CtxInner> = None;
-    s
 }

@@ -612,7 +612,7 @@ impl Reactor {
                 }
             }
             Some(Object::Session(mut s)) => {
-                s.teardown(self, false);
+                s.teardown(self, token);
             }
             None => {}
         }
@@ -634,7 +634,7 @@ impl Reactor {
                 self.objects.insert(token, Object::Session(s));
             }
             Fate::Remove => {
-                s.teardown(self, true);
+                s.teardown(self, token);
             }
         }
     }
@@ -1357,7 +1357,7 @@ impl Session {
     }
 
     /// Final cleanup when the session is removed.
-    fn teardown(&mut self, r: &mut Reactor, _normal: bool) {
+    fn teardown(&mut self, r: &mut Reactor, token: u64) {
         if let Some(mut e) = self.engine.take() {
             let _ = r.poll.registry().deregister(e.stream.source());
             if self.handshaken || self.connect.is_none() {
@@ -1376,7 +1376,7 @@ impl Session {
         self.pipe = None;
         if let Some(l) = self.listener {
             if let Some(Object::Listener(li)) = r.objects.get_mut(&l) {
-                li.sessions.retain(|_| true);
+                li.sessions.retain(|&t| t != token);
             }
         }
     }
