@@ -2,6 +2,11 @@
 """vLLM-style pyzmq traffic between a process on one libzmq and a process on another.
 
 usage: pyzmq_vllm_traffic.py --ours /abs/target/release/libzmq.so [--json OUT] [--transports tcp,ipc]
+       pyzmq_vllm_traffic.py --ours ... --rdma [--netns]
+       (RDMA: both processes on rzmq with RZMQ_RDMA=require RZMQ_RDMA_PROVIDER=soft over tcp on
+       loopback, and with --netns also between two network namespaces joined by veth (root);
+       each side must log that its connections moved to rdma/soft; then a stock-libzmq PUSH
+       against an rzmq PULL with RDMA required must deliver nothing)
        (runs the matrix: each (frontend lib, engine lib) in (rzmq, stock), (stock, rzmq),
        (rzmq, rzmq), (stock, stock) over tcp and ipc; 'rzmq' = the stock wheel with LD_PRELOAD of
        our library, 'stock' = the wheel's bundled libzmq; each child proves which one serves it)
@@ -174,9 +179,15 @@ def check_frames(kind, main, tensors, errors):
     return total
 
 
+HOST = os.environ.get("RZMQ_TRAFFIC_HOST", "127.0.0.1")
+NETNS = ("rzmq-ns-a", "rzmq-ns-b")
+NETNS_IP = ("10.77.0.1", "10.77.0.2")
+RDMA_ENV = {"RZMQ_RDMA": "require", "RZMQ_RDMA_PROVIDER": "soft", "RZMQ_RDMA_LOG": "1"}
+
+
 def endpoint(transport, ipc_dir, name, port_spec):
     if transport == "tcp":
-        return f"tcp://127.0.0.1:{port_spec}"
+        return f"tcp://{HOST}:{port_spec}"
     return f"ipc://{ipc_dir}/{name}-{uuid.uuid4().hex[:8]}"
 
 
@@ -527,11 +538,14 @@ def child_main(args):
     return 1 if result["errors"] else 0
 
 
-def spawn(role, lib, args, extra):
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
+def spawn(role, lib, args, extra, env_extra=None, netns=None):
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH") and not k.startswith("RZMQ_")}
     if lib == "rzmq":
         env["LD_PRELOAD"] = args.ours
+    env.update(env_extra or {})
     cmd = [sys.executable, os.path.abspath(__file__), "--role", role, "--expect", lib, "--ours", args.ours, *extra]
+    if netns:
+        cmd = ["ip", "netns", "exec", netns, *cmd]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -543,11 +557,17 @@ def result_of(proc, out, err):
     return {"errors": [f"no result (exit {proc.returncode}): {tail}"]}
 
 
-def run_pair(args, transport, fe_lib, en_lib):
+def run_pair(args, transport, fe_lib, en_lib, rdma=False, netns=None):
     ipc_dir = tempfile.mkdtemp(prefix="rzmq-vllm-")
     t0 = time.monotonic()
-    fe = spawn("frontend", fe_lib, args, ["--transport", transport, "--ipc-dir", ipc_dir])
+    env = dict(RDMA_ENV) if rdma else {}
+    fe_env, en_env = dict(env), dict(env)
+    if netns:
+        fe_env["RZMQ_TRAFFIC_HOST"] = NETNS_IP[0]
+    fe = spawn("frontend", fe_lib, args, ["--transport", transport, "--ipc-dir", ipc_dir], fe_env,
+               netns[0] if netns else None)
     errors, en = [], None
+    logs = {}
     try:
         line = fe.stdout.readline()  # endpoints
         try:
@@ -556,7 +576,8 @@ def run_pair(args, transport, fe_lib, en_lib):
             eps = None
             errors.append(f"frontend printed no endpoints: {line.strip()!r}")
         if eps:
-            en = spawn("engine", en_lib, args, ["--input", eps["input"], "--output", eps["output"], "--pub", eps["pub"]])
+            en = spawn("engine", en_lib, args, ["--input", eps["input"], "--output", eps["output"], "--pub", eps["pub"]],
+                       en_env, netns[1] if netns else None)
         results = {}
         for name, proc in (("engine", en), ("frontend", fe)):
             if proc is None:
@@ -568,6 +589,7 @@ def run_pair(args, transport, fe_lib, en_lib):
                 out, err = proc.communicate()
                 errors.append(f"{name} killed after {DEADLINE_S + 30} s")
             results[name] = result_of(proc, out, err)
+            logs[name] = err
             if proc.returncode != 0 and not results[name]["errors"]:
                 errors.append(f"{name} exited {proc.returncode}")
             errors += [f"{name}: {e}" for e in results[name]["errors"]]
@@ -577,15 +599,111 @@ def run_pair(args, transport, fe_lib, en_lib):
                 proc.kill()
         shutil.rmtree(ipc_dir, ignore_errors=True)
     seconds = time.monotonic() - t0
+    rdma_note = ""
+    if rdma:
+        # Each side logs one line per connection: its transport, and at the end its counters.
+        for side in ("frontend", "engine"):
+            lines = [ln for ln in logs.get(side, "").splitlines() if ln.startswith("rzmq[")]
+            up = sum(1 for ln in lines if ": transport rdma/soft" in ln)
+            bad = [ln for ln in lines if "refused" in ln or ": transport tcp" in ln]
+            if up < 3:
+                errors.append(f"{side}: {up} connections on rdma/soft, expected 3 (ROUTER/DEALER, PUSH/PULL, XPUB/XSUB)")
+            errors += [f"{side}: {ln}" for ln in bad]
+            zc = sum(int(ln.split(" zero-copy reads")[0].rsplit("(", 1)[1]) for ln in lines if "zero-copy reads" in ln)
+            rdma_note += f"; {side}: {up} connections on rdma/soft, {zc} zero-copy reads"
     fr, er = results.get("frontend", {}), results.get("engine", {})
-    name = f"{transport}: frontend on {fe_lib} <-> engine on {en_lib}"
+    where = f" (namespaces {netns[0]} {NETNS_IP[0]} <-> {netns[1]} {NETNS_IP[1]}, veth)" if netns else ""
+    name = f"{transport}{' RDMA required (soft)' if rdma else ''}{where}: frontend on {fe_lib} <-> engine on {en_lib}"
     if errors:
         detail = "; ".join(dict.fromkeys(errors))[:600]
     else:
         detail = (f"frontend->engine {fr.get('sent', 0) / MIB:.0f} MiB, engine->frontend {er.get('sent', 0) / MIB:.0f} MiB, "
                   f"verified {(fr.get('received', 0) + er.get('received', 0)) / MIB:.0f} MiB; engine ctx.term "
-                  f"(linger) {er.get('term_s')} s; {seconds:.1f} s")
+                  f"(linger) {er.get('term_s')} s; {seconds:.1f} s{rdma_note}")
     return {"name": name, "ok": not errors, "detail": detail, "frontend": fr, "engine": er}
+
+
+def netns_up():
+    """Two network namespaces joined by a veth pair; False when this machine cannot make them."""
+    netns_down()
+    a, b = NETNS
+    cmds = [["ip", "netns", "add", a], ["ip", "netns", "add", b],
+            ["ip", "link", "add", "rzmq-veth-a", "type", "veth", "peer", "name", "rzmq-veth-b"],
+            ["ip", "link", "set", "rzmq-veth-a", "netns", a], ["ip", "link", "set", "rzmq-veth-b", "netns", b],
+            ["ip", "-n", a, "addr", "add", f"{NETNS_IP[0]}/24", "dev", "rzmq-veth-a"],
+            ["ip", "-n", b, "addr", "add", f"{NETNS_IP[1]}/24", "dev", "rzmq-veth-b"],
+            ["ip", "-n", a, "link", "set", "rzmq-veth-a", "up"], ["ip", "-n", b, "link", "set", "rzmq-veth-b", "up"],
+            ["ip", "-n", a, "link", "set", "lo", "up"], ["ip", "-n", b, "link", "set", "lo", "up"]]
+    for c in cmds:
+        r = subprocess.run(c, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"netns setup failed: {' '.join(c)}: {r.stderr.strip()}", file=sys.stderr)
+            netns_down()
+            return False
+    return True
+
+
+def netns_down():
+    for ns in NETNS:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+REFUSAL_CHILD = r"""
+import sys, time, zmq
+role, ep = sys.argv[1], sys.argv[2]
+ctx = zmq.Context()
+if role == "pull":
+    s = ctx.socket(zmq.PULL)
+    port = s.bind_to_random_port("tcp://127.0.0.1")
+    print(port, flush=True)
+    got = s.poll(3000)
+    print("DELIVERED" if got else "NOTHING", flush=True)
+else:
+    s = ctx.socket(zmq.PUSH)
+    s.connect(ep)
+    for _ in range(5):
+        s.send(b"must not arrive")
+    time.sleep(3.5)
+s.close(linger=0)
+ctx.term()
+"""
+
+
+def run_refusal(args):
+    """RZMQ_RDMA=require on rzmq against a stock libzmq peer: nothing may be delivered."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD",) and not k.startswith("RZMQ_")}
+    pull = subprocess.Popen([sys.executable, "-c", REFUSAL_CHILD, "pull", ""], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**env, "LD_PRELOAD": args.ours, **RDMA_ENV})
+    port = pull.stdout.readline().strip()
+    push = subprocess.Popen([sys.executable, "-c", REFUSAL_CHILD, "push", f"tcp://127.0.0.1:{port}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        out, err = pull.communicate(timeout=30)
+    finally:
+        push.kill()
+        push.communicate()
+    refused = sum(1 for ln in err.splitlines() if "refused: RDMA required" in ln)
+    ok = out.strip().endswith("NOTHING") and refused >= 1
+    return {"name": "tcp RDMA required (soft): rzmq PULL <- stock libzmq PUSH", "ok": ok,
+            "detail": f"pull saw {out.strip().splitlines()[-1] if out.strip() else 'no output'}; {refused} connection(s) refused and logged"}
+
+
+def rdma_main(args):
+    runs = [run_pair(args, "tcp", "rzmq", "rzmq", rdma=True)]
+    print(f"{'ok  ' if runs[-1]['ok'] else 'FAIL'} {runs[-1]['name']}: {runs[-1]['detail']}", flush=True)
+    if args.netns:
+        if netns_up():
+            try:
+                runs.append(run_pair(args, "tcp", "rzmq", "rzmq", rdma=True, netns=NETNS))
+            finally:
+                netns_down()
+        else:
+            runs.append({"name": "tcp RDMA required (soft) across network namespaces", "ok": False,
+                         "detail": "could not create the namespaces (needs root and iproute2)"})
+        print(f"{'ok  ' if runs[-1]['ok'] else 'FAIL'} {runs[-1]['name']}: {runs[-1]['detail']}", flush=True)
+    runs.append(run_refusal(args))
+    print(f"{'ok  ' if runs[-1]['ok'] else 'FAIL'} {runs[-1]['name']}: {runs[-1]['detail']}", flush=True)
+    return runs
 
 
 def matrix_main(args):
@@ -594,11 +712,13 @@ def matrix_main(args):
         return 2
     runs = []
     pairs = [("rzmq", "stock"), ("stock", "rzmq"), ("rzmq", "rzmq"), ("stock", "stock")]
-    for transport in args.transports.split(","):
+    for transport in ([] if args.rdma else args.transports.split(",")):
         for fe_lib, en_lib in pairs:
             r = run_pair(args, transport, fe_lib, en_lib)
             print(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {r['detail']}", flush=True)
             runs.append(r)
+    if args.rdma:
+        runs += rdma_main(args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"runs": runs}, f, indent=1)
@@ -619,6 +739,8 @@ def main():
     ap.add_argument("--input")
     ap.add_argument("--output")
     ap.add_argument("--pub")
+    ap.add_argument("--rdma", action="store_true", help="the RDMA runs instead of the libzmq matrix")
+    ap.add_argument("--netns", action="store_true", help="with --rdma: also across two network namespaces")
     args = ap.parse_args()
     args.ours = os.path.abspath(args.ours)
     return child_main(args) if args.role else matrix_main(args)

@@ -4,7 +4,9 @@
 #      libzmq, perf tools on the wire, hostile peers, the C ABI, the soft RDMA provider);
 #   2. libzmq 4.3.5's own test suite compiled against our zmq.h and libzmq.so (compat/);
 #   3. pyzmq's test suite on the stock wheel with our libzmq.so preloaded, plus vLLM-style
-#      traffic between a process on stock libzmq and one on rzmq (compat/).
+#      traffic between a process on stock libzmq and one on rzmq (compat/);
+#   4. RDMA on the soft provider: the socket-pattern matrix with RDMA required, and vLLM-style
+#      traffic through the C ABI with RDMA required, on loopback and across network namespaces.
 # Set RZMQ_TEST_QUICK=1 to run only step 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,8 +14,17 @@ export RUST_BACKTRACE=1
 cargo build --release --workspace            # libraries, including target/release/libzmq.so
 cargo build --release --workspace --examples # the perf examples and the demo
 cargo test --workspace --release -- --test-threads=2
+# The pattern matrix again, every tcp connection required to move to RDMA (soft provider).
+RZMQ_RDMA=require RZMQ_RDMA_PROVIDER=soft \
+  cargo test --release -p rzmq-tests --test patterns -- --test-threads=2
 if [ "${RZMQ_TEST_QUICK:-0}" = "1" ]; then
   exit 0
 fi
 compat/run-libzmq-tests.sh --lib target/release --no-report
 RZMQ_SKIP_BUILD=1 compat/run-pyzmq-tests.sh --mode preload
+# vLLM-style traffic through the C ABI with RDMA required (soft provider): loopback, then two
+# network namespaces joined by veth (when root), then the refusal of a stock libzmq peer.
+NETNS_FLAG=()
+if [ "$(id -u)" = "0" ] && command -v ip >/dev/null; then NETNS_FLAG=(--netns); fi
+compat/build/venv-wheel/bin/python compat/pyzmq_vllm_traffic.py \
+  --ours "$PWD/target/release/libzmq.so" --rdma "${NETNS_FLAG[@]}"

@@ -37,6 +37,8 @@ pub(crate) unsafe fn ctx_ref<'a>(p: *mut c_void) -> Result<&'a Context, Error> {
 #[no_mangle]
 pub extern "C" fn zmq_ctx_new() -> *mut c_void {
     call_or(std::ptr::null_mut(), || {
+        // RDMA upgrades per RZMQ_RDMA / RZMQ_RDMA_PROVIDER (read once per process).
+        rzmq_rdma::install();
         let h = Box::new(CtxHandle {
             tag: AtomicU32::new(CTX_TAG),
             ctx: Context::new(),

@@ -67,6 +67,11 @@ pub fn parse(addr: &str) -> Result<Endpoint> {
     }
     match protocol {
         "tcp" => Ok(Endpoint::Tcp(TcpEndpoint::new(rest))),
+        // rzmq's own: a tcp connection that must move its messages to RDMA (or fail).
+        "rdma" => Ok(Endpoint::Tcp(TcpEndpoint {
+            rdma: true,
+            ..TcpEndpoint::new(rest)
+        })),
         "ipc" => Ok(Endpoint::Ipc(IpcEndpoint::new(rest))),
         "inproc" => Ok(Endpoint::Inproc(rest.to_owned())),
         "udp" => Err(Error::NoCompatProto),
@@ -92,6 +97,7 @@ impl Endpoint {
     /// The endpoint string as given (`"<transport>://<address>"`).
     pub fn uri(&self) -> String {
         match self {
+            Endpoint::Tcp(t) if t.is_rdma() => format!("rdma://{}", t.address()),
             Endpoint::Tcp(t) => format!("tcp://{}", t.address()),
             Endpoint::Ipc(i) => format!("ipc://{}", i.path()),
             Endpoint::Inproc(n) => format!("inproc://{n}"),
@@ -103,6 +109,7 @@ impl Endpoint {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TcpEndpoint {
     address: String,
+    rdma: bool,
 }
 
 impl TcpEndpoint {
@@ -110,7 +117,13 @@ impl TcpEndpoint {
     pub fn new(address: &str) -> TcpEndpoint {
         TcpEndpoint {
             address: address.to_owned(),
+            rdma: false,
         }
+    }
+
+    /// True for an `rdma://` endpoint: tcp whose connections must upgrade to RDMA.
+    pub fn is_rdma(&self) -> bool {
+        self.rdma
     }
 
     /// The address text after `tcp://`, verbatim.

@@ -12,13 +12,17 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Instant;
 
-use crate::msg::Msg;
+use crate::alt::{self, AltError, AltPath, HalfPath, Mode, Upgrader};
+use crate::monitor::{self, Monitor};
+use crate::msg::{Metadata, Msg};
 use crate::zmtp::{self, ZmtpError};
 
 /// Bytes of encoded output above which the engine stops pulling messages from the pipe.
 const OUT_BATCH: usize = 256 * 1024;
 /// Bytes read per readiness event before yielding to other connections.
 const READ_BUDGET: usize = 4 * 1024 * 1024;
+/// Frames moved per call on an alternative path before yielding to other connections.
+const ALT_BUDGET: usize = 8192;
 
 /// A connected byte stream (TCP or Unix).
 pub enum Stream {
@@ -117,6 +121,11 @@ pub enum Closed {
     Protocol(ZmtpError),
     /// The local side asked to close (STREAM empty frame, shutdown).
     Local,
+    /// The connection could not upgrade and the upgrade is required (`RZMQ_RDMA=require`,
+    /// `rdma://`), or the peer broke the upgrade protocol.
+    Upgrade(String),
+    /// The alternative data path failed (QP error, wire cut, peer gone).
+    Alt(AltError),
 }
 
 impl Proto {
@@ -272,6 +281,272 @@ pub struct Engine {
     pub hup: bool,
     /// This is a SUB/XSUB connection: 0x01/0x00 messages are subscriptions.
     pub subscriptions: bool,
+    /// The upgrade to an alternative data path (tcp connections, when an upgrader is installed).
+    pub upgrade: Option<Box<Upgrade>>,
+    /// Set by the session for an alternative path's readiness: skip the stream read.
+    pub alt_only: bool,
+}
+
+enum UpState {
+    /// Before the handshake.
+    Waiting,
+    /// The connecting end sent its blob and waits for the peer's.
+    Offered(Box<dyn HalfPath>),
+    /// Connected; switching or switched.
+    Up,
+    /// Staying on the stream.
+    Declined,
+}
+
+/// One connection's upgrade: the protocol of [`crate::alt`] and the path once up.
+pub struct Upgrade {
+    up: &'static std::sync::Arc<dyn Upgrader>,
+    connecting: bool,
+    required: bool,
+    local: Option<std::net::SocketAddr>,
+    state: UpState,
+    path: Option<Box<dyn AltPath>>,
+    /// The path's fd, until the session registers it.
+    new_fd: Option<RawFd>,
+    /// Our `GO` is due at the next message boundary.
+    go_due: bool,
+    out_switched: bool,
+    in_switched: bool,
+    /// A frame the path had no room for.
+    held: Option<Msg>,
+    /// The path failed: deliver what arrived before, then close.
+    failed: bool,
+    /// Peer metadata attached to frames from the path.
+    md: Option<std::sync::Arc<Metadata>>,
+    monitor: Monitor,
+    endpoint: String,
+}
+
+impl Upgrade {
+    /// An upgrade for a tcp connection, or `None` when none applies (no upgrader installed, or
+    /// `RZMQ_RDMA=off` and not `required` by the endpoint).
+    pub fn new(
+        connecting: bool,
+        required_by_endpoint: bool,
+        local: Option<std::net::SocketAddr>,
+        monitor: Monitor,
+        endpoint: String,
+    ) -> Option<Box<Upgrade>> {
+        let up = alt::upgrader()?;
+        let mode = up.mode();
+        if mode == Mode::Off && !required_by_endpoint {
+            return None;
+        }
+        Some(Box::new(Upgrade {
+            up,
+            connecting,
+            required: required_by_endpoint || mode == Mode::Require,
+            local,
+            state: UpState::Waiting,
+            path: None,
+            new_fd: None,
+            go_due: false,
+            out_switched: false,
+            in_switched: false,
+            held: None,
+            failed: false,
+            md: None,
+            monitor,
+            endpoint,
+        }))
+    }
+
+    /// The `READY` property to advertise, when this process can upgrade.
+    pub fn advertise(&self) -> Option<Vec<u8>> {
+        self.up.advertise().ok()
+    }
+
+    /// True once messages move on the alternative path (both directions switched).
+    pub fn is_up(&self) -> bool {
+        self.out_switched && self.in_switched
+    }
+
+    /// The path's fd once, for the session to register.
+    pub fn take_new_fd(&mut self) -> Option<RawFd> {
+        self.new_fd.take()
+    }
+
+    /// The path's fd (to deregister).
+    pub fn fd(&self) -> Option<RawFd> {
+        self.path.as_ref().map(|p| p.fd())
+    }
+
+    fn note(&self, value: u32, what: &str) {
+        if self.up.log_enabled() {
+            eprintln!(
+                "rzmq[{}]: {} {}: {what}",
+                std::process::id(),
+                if self.connecting { "connect" } else { "accept" },
+                self.endpoint
+            );
+        }
+        if self.up.events_enabled() {
+            self.monitor
+                .event(monitor::EVENT_TRANSPORT, value, &self.endpoint);
+        }
+    }
+
+    /// Stays on the stream, or refuses the connection when the upgrade is required.
+    fn decline(&mut self, why: &str) -> Result<(), Closed> {
+        self.state = UpState::Declined;
+        self.path = None;
+        self.go_due = false;
+        if self.required {
+            self.note(
+                monitor::TRANSPORT_REFUSED,
+                &format!("refused: RDMA required but {why}"),
+            );
+            return Err(Closed::Upgrade(format!("RDMA required but {why}")));
+        }
+        self.note(monitor::TRANSPORT_TCP, &format!("transport tcp ({why})"));
+        Ok(())
+    }
+
+    fn set_path(&mut self, p: Box<dyn AltPath>) {
+        self.new_fd = Some(p.fd());
+        self.path = Some(p);
+        self.state = UpState::Up;
+    }
+
+    /// The handshake completed with `peer`: offer our half (connecting end) or wait for the
+    /// peer's offer. `Err`: close before anything is delivered.
+    fn on_ready(&mut self, peer: &zmtp::Peer, z: &mut zmtp::Connection) -> Result<(), Closed> {
+        self.md = Some(peer.metadata.clone());
+        let Some(value) = peer.metadata.get(alt::PROPERTY) else {
+            return self.decline("the peer does not offer it (libzmq, or RZMQ_RDMA=off there)");
+        };
+        let value = value.to_vec();
+        if let Err(e) = self.up.advertise() {
+            return self.decline(&format!("it is unavailable here: {e}"));
+        }
+        if let Err(e) = self.up.compatible(&value) {
+            return self.decline(&e.0);
+        }
+        if !self.connecting {
+            return Ok(());
+        }
+        match self.up.start(self.local) {
+            Ok((half, blob)) => {
+                z.send_command(alt::CMD_EP, &blob)
+                    .map_err(Closed::Protocol)?;
+                self.state = UpState::Offered(half);
+                Ok(())
+            }
+            Err(e) => {
+                let _ = z.send_command(alt::CMD_NAK, e.0.as_bytes());
+                self.decline(&format!("setup failed here: {e}"))
+            }
+        }
+    }
+
+    /// An upgrade command from the peer.
+    fn on_command(&mut self, body: &[u8], z: &mut zmtp::Connection) -> Result<(), Closed> {
+        let Some((name, data)) = zmtp::parse_command(body) else {
+            return Ok(());
+        };
+        let state = std::mem::replace(&mut self.state, UpState::Declined);
+        match (name, state) {
+            (n, UpState::Waiting) if n == alt::CMD_EP && !self.connecting => {
+                let res = self
+                    .up
+                    .start(self.local)
+                    .and_then(|(half, blob)| Ok((half.complete(data)?, blob)));
+                match res {
+                    Ok((path, blob)) => {
+                        z.send_command(alt::CMD_EP, &blob)
+                            .map_err(Closed::Protocol)?;
+                        self.set_path(path);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        let _ = z.send_command(alt::CMD_NAK, e.0.as_bytes());
+                        self.decline(&format!("setup failed here: {e}"))
+                    }
+                }
+            }
+            (n, UpState::Offered(half)) if n == alt::CMD_EP => match half.complete(data) {
+                Ok(path) => {
+                    self.set_path(path);
+                    self.go_due = true;
+                    Ok(())
+                }
+                Err(e) => {
+                    let _ = z.send_command(alt::CMD_NAK, e.0.as_bytes());
+                    self.decline(&format!("connecting to the peer failed: {e}"))
+                }
+            },
+            (n, UpState::Up) if n == alt::CMD_GO && !self.in_switched => {
+                self.state = UpState::Up;
+                self.in_switched = true;
+                if !self.connecting {
+                    self.go_due = true;
+                }
+                if self.is_up() {
+                    self.report_up();
+                }
+                Ok(())
+            }
+            (n, _) if n == alt::CMD_NAK => {
+                let why = String::from_utf8_lossy(&data[..data.len().min(200)]).into_owned();
+                self.decline(&format!("the peer declined: {why}"))
+            }
+            (_, st) => {
+                self.state = st;
+                Err(Closed::Upgrade(format!(
+                    "unexpected upgrade command {}",
+                    String::from_utf8_lossy(name)
+                )))
+            }
+        }
+    }
+
+    fn report_up(&self) {
+        if let Some(p) = &self.path {
+            self.note(
+                monitor::TRANSPORT_RDMA,
+                &format!("transport {}", p.describe()),
+            );
+        }
+    }
+
+    /// Logs the path's counters when the connection ends.
+    pub fn report_end(&self, why: &str) {
+        if let Some(p) = &self.path {
+            let s = p.stats();
+            self.note(
+                monitor::TRANSPORT_ENDED,
+                &format!(
+                    "{} closed ({why}): tx {} msgs {} B ({} zero-copy), rx {} msgs {} B ({} zero-copy reads), {} copies, {} credit stalls",
+                    p.describe(),
+                    s.msgs_tx,
+                    s.bytes_tx,
+                    s.rndv_tx,
+                    s.msgs_rx,
+                    s.bytes_rx,
+                    s.rndv_reads,
+                    s.copies,
+                    s.credit_stalls
+                ),
+            );
+        }
+    }
+
+    /// Whether output must wait (a required upgrade not yet switched).
+    fn output_held(&self) -> bool {
+        self.required && !self.out_switched
+    }
+
+    /// True while something is owed to the peer on the path.
+    fn busy(&self) -> bool {
+        self.held.is_some()
+            || self.go_due
+            || (self.out_switched && self.path.as_ref().is_some_and(|p| !p.is_idle()))
+    }
 }
 
 impl Engine {
@@ -285,6 +560,8 @@ impl Engine {
             out_in_multipart: false,
             hup: false,
             subscriptions: false,
+            upgrade: None,
+            alt_only: false,
         }
     }
 
@@ -313,13 +590,36 @@ impl Engine {
         if self.stalled.is_some() {
             return Progress::Open;
         }
-        let mut budget = READ_BUDGET;
         self.read_pending = false;
+        if let Some(p) = self.alt_in(deliver) {
+            return p;
+        }
+        if self.stalled.is_some() || self.alt_only {
+            return Progress::Open;
+        }
+        let mut budget = READ_BUDGET;
         loop {
             let buf = self.proto.recv_buffer();
             let room = buf.len();
             match self.stream.read(buf) {
-                Ok(0) => return Progress::Closed(Closed::Eof),
+                Ok(0) => {
+                    // The peer closed its stream after everything it sent on the alternative
+                    // path was taken (its linger waits for that): deliver it before closing.
+                    if self
+                        .upgrade
+                        .as_ref()
+                        .is_some_and(|u| u.in_switched && u.path.is_some())
+                    {
+                        self.alt_process();
+                        if let Some(p) = self.alt_in(deliver) {
+                            return p;
+                        }
+                        if self.stalled.is_some() || self.read_pending {
+                            return Progress::Open;
+                        }
+                    }
+                    return Progress::Closed(Closed::Eof);
+                }
                 Ok(n) => {
                     // A short read drained the socket: the next arrival raises a new edge, so
                     // skip the read that would only return EAGAIN (unless the peer hung up, when
@@ -329,6 +629,11 @@ impl Engine {
                         return Progress::Closed(Closed::Protocol(e));
                     }
                     if let Some(p) = self.drain_events(deliver) {
+                        return p;
+                    }
+                    // The peer's GO may just have been read: what waits on the alternative path
+                    // comes next (its fd will not signal again for it).
+                    if let Some(p) = self.alt_in(deliver) {
                         return p;
                     }
                     if self.stalled.is_some() {
@@ -360,6 +665,36 @@ impl Engine {
                 Ok(None) => return None,
                 Err(e) => return Some(Progress::Closed(Closed::Protocol(e))),
             };
+            let ev = match ev {
+                zmtp::Event::Command(body) => {
+                    if let (Some(u), Proto::Zmtp(z)) =
+                        (self.upgrade.as_deref_mut(), &mut self.proto)
+                    {
+                        if let Err(c) = u.on_command(body.data(), z) {
+                            return Some(Progress::Closed(c));
+                        }
+                    }
+                    continue;
+                }
+                zmtp::Event::Ready(peer) => {
+                    if let (Some(u), Proto::Zmtp(z)) =
+                        (self.upgrade.as_deref_mut(), &mut self.proto)
+                    {
+                        if let Err(c) = u.on_ready(&peer, z) {
+                            return Some(Progress::Closed(c));
+                        }
+                    }
+                    zmtp::Event::Ready(peer)
+                }
+                zmtp::Event::Message(m) => {
+                    if self.upgrade.as_ref().is_some_and(|u| u.in_switched) {
+                        return Some(Progress::Closed(Closed::Upgrade(
+                            "the peer sent data on the stream after switching".into(),
+                        )));
+                    }
+                    zmtp::Event::Message(m)
+                }
+            };
             if let Some(back) = deliver(ev) {
                 self.stalled = Some(back);
                 return None;
@@ -369,9 +704,31 @@ impl Engine {
 
     /// Pulls messages from `next` (the socket's pipe) into the protocol and writes what it can.
     pub fn on_writable(&mut self, next: &mut dyn FnMut() -> Option<Msg>) -> Progress {
+        if let Some(p) = self.maybe_go() {
+            return p;
+        }
+        if self.upgrade.as_ref().is_some_and(|u| u.out_switched) {
+            if let Some(p) = self.alt_out(next) {
+                return p;
+            }
+        }
         loop {
-            if self.proto.is_ready() {
+            let stream_owns_output = self
+                .upgrade
+                .as_ref()
+                .is_none_or(|u| !u.out_switched && !u.output_held());
+            if self.proto.is_ready() && stream_owns_output {
                 while self.proto.pending_output() < OUT_BATCH {
+                    if self.upgrade.as_ref().is_some_and(|u| u.go_due) && !self.out_in_multipart {
+                        // The switch, at a message boundary.
+                        if let Some(p) = self.maybe_go() {
+                            return p;
+                        }
+                        if let Some(p) = self.alt_out(next) {
+                            return p;
+                        }
+                        break;
+                    }
                     match next() {
                         Some(m) => {
                             let starts_message = !self.out_in_multipart;
@@ -416,9 +773,143 @@ impl Engine {
         }
     }
 
-    /// True when encoded bytes wait for the stream to become writable.
+    /// True when encoded bytes wait for the stream to become writable, or frames for the
+    /// alternative path (or its peer's acknowledgement).
     pub fn has_output(&self) -> bool {
-        self.proto.has_output()
+        self.proto.has_output() || self.upgrade.as_ref().is_some_and(|u| u.busy())
+    }
+
+    /// Sends our `GO` when it is due and we are at a message boundary; output then moves to the
+    /// alternative path.
+    fn maybe_go(&mut self) -> Option<Progress> {
+        let (Some(u), Proto::Zmtp(z)) = (self.upgrade.as_deref_mut(), &mut self.proto) else {
+            return None;
+        };
+        if !u.go_due || self.out_in_multipart {
+            return None;
+        }
+        if let Err(e) = z.send_command(alt::CMD_GO, &[]) {
+            return Some(Progress::Closed(Closed::Protocol(e)));
+        }
+        u.go_due = false;
+        u.out_switched = true;
+        if u.is_up() {
+            u.report_up();
+        }
+        None
+    }
+
+    /// Moves frames from `next` to the alternative path until it pushes back or the budget is
+    /// spent (then `read_pending` asks for another turn).
+    fn alt_out(&mut self, next: &mut dyn FnMut() -> Option<Msg>) -> Option<Progress> {
+        let u = self.upgrade.as_deref_mut()?;
+        if !u.out_switched {
+            return None;
+        }
+        let path = u.path.as_mut()?;
+        let mut sent = 0usize;
+        let mut pending = u.held.take();
+        loop {
+            let m = match pending.take() {
+                Some(m) => m,
+                None => {
+                    if sent >= ALT_BUDGET {
+                        self.read_pending = true;
+                        break;
+                    }
+                    match next() {
+                        Some(m) => {
+                            self.out_in_multipart = m.more();
+                            m
+                        }
+                        None => break,
+                    }
+                }
+            };
+            match path.send(m) {
+                Ok(None) => sent += 1,
+                Ok(Some(back)) => {
+                    u.held = Some(back);
+                    break;
+                }
+                Err(e) => return Some(Progress::Closed(Closed::Alt(e))),
+            }
+        }
+        if sent > 0 {
+            if let Err(e) = path.flush() {
+                return Some(Progress::Closed(Closed::Alt(e)));
+            }
+        }
+        None
+    }
+
+    /// Delivers frames from the alternative path once input has switched to it.
+    fn alt_in(&mut self, deliver: &mut dyn FnMut(zmtp::Event) -> Option<Msg>) -> Option<Progress> {
+        let u = self.upgrade.as_deref_mut()?;
+        if !u.in_switched {
+            if u.failed {
+                return Some(Progress::Closed(Closed::Alt(AltError(
+                    "the RDMA path failed during the switch".into(),
+                ))));
+            }
+            return None;
+        }
+        let path = u.path.as_mut()?;
+        for _ in 0..ALT_BUDGET {
+            match path.recv() {
+                Ok(Some(mut m)) => {
+                    m.set_metadata(u.md.clone());
+                    if let Some(back) = deliver(zmtp::Event::Message(m)) {
+                        self.stalled = Some(back);
+                        return None;
+                    }
+                }
+                Ok(None) => return None,
+                Err(e) => return Some(Progress::Closed(Closed::Alt(e))),
+            }
+        }
+        self.read_pending = true;
+        None
+    }
+
+    /// Runs the alternative path's completions; true when anything happened. A failure is
+    /// recorded: frames that arrived before it are still delivered, then the connection closes.
+    pub fn alt_process(&mut self) -> bool {
+        let Some(u) = self.upgrade.as_deref_mut() else {
+            return false;
+        };
+        let Some(p) = u.path.as_mut() else {
+            return false;
+        };
+        match p.process() {
+            Ok(b) => b,
+            Err(_) => {
+                u.failed = true;
+                true
+            }
+        }
+    }
+
+    /// Arms the alternative path's notification and looks once more; true when that found work
+    /// (then process again before sleeping).
+    pub fn alt_arm(&mut self) -> bool {
+        let Some(u) = self.upgrade.as_deref_mut() else {
+            return false;
+        };
+        let Some(p) = u.path.as_mut() else {
+            return false;
+        };
+        if p.arm().is_err() {
+            u.failed = true;
+            return true;
+        }
+        match p.process() {
+            Ok(b) => b,
+            Err(_) => {
+                u.failed = true;
+                true
+            }
+        }
     }
 
     /// Runs protocol timers.

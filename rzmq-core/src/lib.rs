@@ -16,6 +16,7 @@
 //! assert_eq!(pull.recv_bytes(0).unwrap(), b"hello");
 //! ```
 
+pub mod alt;
 pub mod context;
 pub mod endpoint;
 

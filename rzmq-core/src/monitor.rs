@@ -40,6 +40,18 @@ pub const EVENT_HANDSHAKE_FAILED_PROTOCOL: u16 = 0x2000;
 pub const EVENT_HANDSHAKE_FAILED_AUTH: u16 = 0x4000;
 /// All events.
 pub const EVENT_ALL: u16 = 0xFFFF;
+/// rzmq's own event (unused by libzmq 4.3.5; sent only when `RZMQ_RDMA_EVENTS=1`, so that
+/// monitors of programs written for libzmq never see an unknown event): which transport carries
+/// a tcp connection's messages. Value: one of the `TRANSPORT_*` codes.
+pub const EVENT_TRANSPORT: u16 = 0x8000;
+/// [`EVENT_TRANSPORT`] value: the connection stays on TCP (the log line says why).
+pub const TRANSPORT_TCP: u32 = 0;
+/// [`EVENT_TRANSPORT`] value: messages now move over RDMA.
+pub const TRANSPORT_RDMA: u32 = 1;
+/// [`EVENT_TRANSPORT`] value: RDMA was required and could not be used; the connection closes.
+pub const TRANSPORT_REFUSED: u32 = 2;
+/// [`EVENT_TRANSPORT`] value: an RDMA connection ended (its counters go to the log).
+pub const TRANSPORT_ENDED: u32 = 3;
 
 /// Something that accepts monitor event messages (the monitor's PAIR socket).
 pub trait EventSink: Send {

@@ -21,7 +21,7 @@ use mio::{Events, Interest, Poll, Token};
 
 use crate::context::CtxInner;
 use crate::endpoint::Endpoint;
-use crate::engine::{Closed, Engine, Progress, Proto, Stream};
+use crate::engine::{Closed, Engine, Progress, Proto, Stream, Upgrade};
 use crate::error::{Error, Result};
 use crate::monitor::{self, Monitor};
 use crate::msg::{Metadata, Msg};
@@ -225,6 +225,7 @@ fn apply_tcp_options(sock: &socket2::Socket, o: &Options) {
 
 /// Binds a tcp or ipc endpoint and hands the listener to an I/O thread.
 pub(crate) fn bind(ctx: &CtxInner, ep: &Endpoint, setup: ConnSetup) -> Result<(IoHandle, String)> {
+    let rdma_required = rdma_endpoint(ep)?;
     let io = ctx.io_thread()?;
     let o = setup.options.clone();
     let (kind, resolved, fd) = match ep {
@@ -307,6 +308,10 @@ pub(crate) fn bind(ctx: &CtxInner, ep: &Endpoint, setup: ConnSetup) -> Result<(I
         }
         Endpoint::Inproc(_) => return Err(Error::Inval),
     };
+    let resolved = match resolved.strip_prefix("tcp://") {
+        Some(rest) if rdma_required => format!("rdma://{rest}"),
+        _ => resolved,
+    };
     setup
         .monitor
         .event(monitor::EVENT_LISTENING, fd as u32, &resolved);
@@ -316,6 +321,7 @@ pub(crate) fn bind(ctx: &CtxInner, ep: &Endpoint, setup: ConnSetup) -> Result<(I
         endpoint: resolved.clone(),
         setup,
         sessions: Vec::new(),
+        rdma_required,
     };
     io.shared
         .mailbox
@@ -331,6 +337,7 @@ pub(crate) fn connect(
     setup: ConnSetup,
     pipe: Option<PeerPipe>,
 ) -> Result<IoHandle> {
+    let rdma_required = rdma_endpoint(ep)?;
     // Validate the address now (EINVAL for a malformed one), resolve names at each attempt.
     match ep {
         Endpoint::Tcp(t) => t.check_connect_syntax()?,
@@ -356,6 +363,7 @@ pub(crate) fn connect(
         handshaken: false,
         listener: None,
         drop_partial: false,
+        rdma_required,
     };
     io.shared
         .mailbox
@@ -363,9 +371,27 @@ pub(crate) fn connect(
     Ok(io.handle(token, -1))
 }
 
+/// Whether `ep` is an `rdma://` endpoint; `EPROTONOSUPPORT` when this process cannot do RDMA.
+fn rdma_endpoint(ep: &Endpoint) -> Result<bool> {
+    match ep {
+        Endpoint::Tcp(t) if t.is_rdma() => match crate::alt::require_available() {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                if crate::alt::upgrader().is_some_and(|u| u.log_enabled()) {
+                    eprintln!("rzmq[{}]: rdma://{}: {e}", std::process::id(), t.address());
+                }
+                Err(Error::ProtoNoSupport)
+            }
+        },
+        _ => Ok(false),
+    }
+}
+
 // ----- the reactor ----------------------------------------------------------------------------
 
 const MAILBOX: Token = Token(usize::MAX);
+/// Token bit of a session's alternative data path (its fd is registered beside the stream's).
+const ALT_BIT: u64 = 1 << 62;
 
 enum ListenerKind {
     Tcp(mio::net::TcpListener),
@@ -393,6 +419,8 @@ struct Listener {
     endpoint: String,
     setup: ConnSetup,
     sessions: Vec<u64>,
+    /// An `rdma://` listener: its connections must upgrade.
+    rdma_required: bool,
 }
 
 struct ConnectInfo {
@@ -415,6 +443,8 @@ struct Session {
     listener: Option<u64>,
     /// Skip the rest of a multipart message that a broken connection cut (reconnect).
     drop_partial: bool,
+    /// An `rdma://` endpoint: connections must upgrade.
+    rdma_required: bool,
 }
 
 enum Object {
@@ -494,6 +524,10 @@ impl Reactor {
                     continue;
                 }
                 let token = ev.token().0 as u64;
+                if token & ALT_BIT != 0 {
+                    self.with_session(token & !ALT_BIT, |s, r, tok| s.on_alt(r, tok));
+                    continue;
+                }
                 if ev.is_read_closed() || ev.is_error() {
                     if let Some(Object::Session(s)) = self.objects.get_mut(&token) {
                         if let Some(e) = s.engine.as_mut() {
@@ -684,9 +718,17 @@ impl Reactor {
                         .next_token
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     l.sessions.push(stoken);
-                    let proto =
-                        make_proto(&setup, (!peer_ip.is_empty()).then(|| peer_ip.clone()), fd);
-                    let engine = new_engine(&setup, stream, proto);
+                    let rdma_required = l.rdma_required;
+                    let upgrade = make_upgrade(&setup, false, rdma_required, &stream, &endpoint);
+                    let adv = upgrade.as_ref().and_then(|u| u.advertise());
+                    let proto = make_proto(
+                        &setup,
+                        (!peer_ip.is_empty()).then(|| peer_ip.clone()),
+                        fd,
+                        adv,
+                    );
+                    let mut engine = new_engine(&setup, stream, proto);
+                    engine.upgrade = upgrade;
                     let session = Session {
                         setup,
                         endpoint,
@@ -698,6 +740,7 @@ impl Reactor {
                         handshaken: false,
                         listener: Some(token),
                         drop_partial: false,
+                        rdma_required,
                     };
                     let _ = peer_ip;
                     self.objects
@@ -800,7 +843,35 @@ fn new_engine(setup: &ConnSetup, stream: Stream, proto: Proto) -> Engine {
     e
 }
 
-fn make_proto(setup: &ConnSetup, peer_address: Option<String>, fd: i32) -> Proto {
+/// The upgrade of a new tcp ZMTP connection, when an upgrader is installed and enabled.
+fn make_upgrade(
+    setup: &ConnSetup,
+    connecting: bool,
+    required: bool,
+    stream: &Stream,
+    endpoint: &str,
+) -> Option<Box<Upgrade>> {
+    if setup.socket_type == SocketType::Stream || setup.options.raw_socket {
+        return None;
+    }
+    let Stream::Tcp(t) = stream else {
+        return None;
+    };
+    Upgrade::new(
+        connecting,
+        required,
+        t.local_addr().ok(),
+        setup.monitor.clone(),
+        endpoint.to_string(),
+    )
+}
+
+fn make_proto(
+    setup: &ConnSetup,
+    peer_address: Option<String>,
+    fd: i32,
+    advertise: Option<Vec<u8>>,
+) -> Proto {
     if setup.socket_type == SocketType::Stream || setup.options.raw_socket {
         return Proto::new_raw();
     }
@@ -823,6 +894,7 @@ fn make_proto(setup: &ConnSetup, peer_address: Option<String>, fd: i32) -> Proto
             .metadata
             .iter()
             .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.clone()))
+            .chain(advertise.map(|v| (crate::alt::PROPERTY.to_string(), v)))
             .collect(),
         heartbeat_ivl: ms(o.heartbeat_ivl),
         heartbeat_ttl: if o.heartbeat_ttl > 0 {
@@ -985,8 +1057,18 @@ impl Session {
             Stream::Tcp(t) => t.peer_addr().ok().map(|a| a.ip().to_string()),
             Stream::Unix(_) => None,
         };
-        let proto = make_proto(&self.setup, peer_ip, stream.as_raw_fd());
-        self.engine = Some(new_engine(&self.setup, stream, proto));
+        let upgrade = make_upgrade(
+            &self.setup,
+            true,
+            self.rdma_required,
+            &stream,
+            &self.endpoint,
+        );
+        let adv = upgrade.as_ref().and_then(|u| u.advertise());
+        let proto = make_proto(&self.setup, peer_ip, stream.as_raw_fd(), adv);
+        let mut engine = new_engine(&self.setup, stream, proto);
+        engine.upgrade = upgrade;
+        self.engine = Some(engine);
         self.handshaken = false;
         if let Some(ci) = self.connect.as_mut() {
             // A successful connection resets the back-off.
@@ -1112,6 +1194,63 @@ impl Session {
         self.check_linger(r, token)
     }
 
+    /// The alternative data path is readable: completions, then input, then output, until
+    /// arming finds nothing new.
+    fn on_alt(&mut self, r: &mut Reactor, token: u64) -> Fate {
+        let mut rounds = 0;
+        loop {
+            let Some(e) = self.engine.as_mut() else {
+                return Fate::Keep;
+            };
+            e.alt_process();
+            e.alt_only = true;
+            let f = self.pump_in(r, token);
+            if let Some(e) = self.engine.as_mut() {
+                e.alt_only = false;
+            }
+            if let Some(f) = f {
+                return f;
+            }
+            if let Some(f) = self.pump_out(r, token) {
+                return f;
+            }
+            let Some(e) = self.engine.as_mut() else {
+                return Fate::Keep;
+            };
+            if !e.alt_arm() {
+                break;
+            }
+            rounds += 1;
+            if rounds >= 8 {
+                // Still busy: take another turn after the other connections.
+                e.read_pending = true;
+                break;
+            }
+        }
+        self.check_linger(r, token)
+    }
+
+    /// Registers a newly created alternative path's fd with the reactor.
+    fn register_alt(&mut self, r: &mut Reactor, token: u64) -> Option<Fate> {
+        let fd = self.engine.as_mut()?.upgrade.as_mut()?.take_new_fd()?;
+        if r.poll
+            .registry()
+            .register(
+                &mut mio::unix::SourceFd(&fd),
+                Token((token | ALT_BIT) as usize),
+                Interest::READABLE,
+            )
+            .is_err()
+        {
+            return Some(self.broken(
+                r,
+                token,
+                Closed::Upgrade("cannot poll the RDMA completion fd".into()),
+            ));
+        }
+        None
+    }
+
     fn on_pipe(&mut self, r: &mut Reactor, token: u64) -> Fate {
         if let Some(e) = self.engine.as_ref() {
             // Reading resumes only where it had stopped for the socket's pipe; otherwise the
@@ -1172,6 +1311,8 @@ impl Session {
                         newly_ready = Some(peer);
                         None
                     }
+                    // Upgrade commands are the engine's; none reach here.
+                    zmtp::Event::Command(_) => None,
                     zmtp::Event::Message(m) => match pipe.as_mut() {
                         Some(p) => match p.to_socket.try_write(m) {
                             Ok(()) => None,
@@ -1192,6 +1333,9 @@ impl Session {
             }
         };
         let (p, peer) = progress?;
+        if let Some(f) = self.register_alt(r, token) {
+            return Some(f);
+        }
         if let Some(peer) = peer {
             if let Some(f) = self.handshake_done(r, token, peer) {
                 return Some(f);
@@ -1292,6 +1436,7 @@ impl Session {
         };
         let fd = e.fd();
         let _ = r.poll.registry().deregister(e.stream.source());
+        end_alt(r, &mut e, &why);
         if !self.handshaken {
             match &why {
                 Closed::Protocol(pe) => match pe.protocol_code() {
@@ -1306,6 +1451,11 @@ impl Session {
                         &self.endpoint,
                     ),
                 },
+                Closed::Upgrade(_) => self.setup.monitor.event(
+                    monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+                    libc::EPROTONOSUPPORT as u32,
+                    &self.endpoint,
+                ),
                 _ => self.setup.monitor.event(
                     monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL,
                     libc::ECONNRESET as u32,
@@ -1360,6 +1510,7 @@ impl Session {
     fn teardown(&mut self, r: &mut Reactor, token: u64) {
         if let Some(mut e) = self.engine.take() {
             let _ = r.poll.registry().deregister(e.stream.source());
+            end_alt(r, &mut e, &Closed::Local);
             if self.handshaken || self.connect.is_none() {
                 self.setup.monitor.event(
                     monitor::EVENT_DISCONNECTED,
@@ -1378,6 +1529,24 @@ impl Session {
             if let Some(Object::Listener(li)) = r.objects.get_mut(&l) {
                 li.sessions.retain(|&t| t != token);
             }
+        }
+    }
+}
+
+/// Deregisters a connection's alternative path (before it is dropped) and logs its counters.
+fn end_alt(r: &mut Reactor, e: &mut Engine, why: &Closed) {
+    if let Some(u) = e.upgrade.as_ref() {
+        if let Some(fd) = u.fd() {
+            let _ = r.poll.registry().deregister(&mut mio::unix::SourceFd(&fd));
+            let why = match why {
+                Closed::Eof => "peer closed".to_string(),
+                Closed::Io(e) => format!("I/O error: {e}"),
+                Closed::Protocol(e) => format!("protocol error: {e}"),
+                Closed::Local => "closed here".to_string(),
+                Closed::Upgrade(w) => w.clone(),
+                Closed::Alt(e) => format!("RDMA failure: {e}"),
+            };
+            u.report_end(&why);
         }
     }
 }

@@ -276,6 +276,10 @@ pub struct DataPath {
     wcs: Vec<WorkCompletion>,
     stats: Stats,
     failed: bool,
+    /// Why it failed (the first error).
+    failure: Option<String>,
+    /// Completions handled and records taken: grows whenever `process` finds work.
+    progress: u64,
 }
 
 fn epoll_add(ep: RawFd, fd: RawFd) -> std::io::Result<()> {
@@ -385,6 +389,8 @@ impl DataPath {
                 wcs: Vec::with_capacity(64),
                 stats: Stats::default(),
                 failed: false,
+                failure: None,
+                progress: 0,
                 cfg,
             },
             info,
@@ -465,6 +471,9 @@ impl DataPath {
 
     fn fail<T>(&mut self, e: DataPathError) -> Result<T, DataPathError> {
         self.failed = true;
+        if self.failure.is_none() {
+            self.failure = Some(e.to_string());
+        }
         let _ = self.qp.modify(&ModifyQp::Err);
         Err(e)
     }
@@ -491,11 +500,9 @@ impl DataPath {
             if self.rndv_tx.in_flight() >= self.cfg.max_rndv_in_flight {
                 return Ok(Some(msg));
             }
-            let Some((buf, off)) = msg.buffer() else {
-                return Err(DataPathError::Setup("large frame without a buffer"));
-            };
-            // SAFETY: off is within the buffer (Msg invariant).
-            let addr = unsafe { buf.as_ptr().add(off) } as *mut u8;
+            // Frames this large live in heap storage (owned or external) whose address does not
+            // change while the Msg exists, and the Msg is held until the FIN.
+            let addr = msg.data().as_ptr() as *mut u8;
             // SAFETY: the Msg keeps the memory alive until its FIN (held in rndv_tx with the
             // registration); a cached registration outliving it is covered by mr_cache's rules.
             let cached = match unsafe { self.cache.get(addr, len, Access::REMOTE_READ) } {
@@ -531,8 +538,40 @@ impl DataPath {
         self.post_ops()
     }
 
-    /// The next received frame, in order.
+    /// Why the data path failed, once it has.
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
+    }
+
+    /// Grows whenever [`DataPath::process`] handles a completion or takes a record (compare
+    /// before and after to know whether it found work).
+    pub fn progress(&self) -> u64 {
+        self.progress
+    }
+
+    /// True when nothing is owed to the peer: every record sent was consumed by it, every
+    /// rendezvous frame read and FIN'd (so every sender buffer is released).
+    pub fn is_idle(&self) -> bool {
+        self.rndv_tx.in_flight() == 0
+            && self
+                .ring
+                .as_ref()
+                .is_none_or(|r| r.unflushed() == 0 && r.unconsumed() == 0)
+    }
+
+    /// The next received frame, in order. After a failure, frames that had fully arrived before
+    /// it are still returned; then the error.
     pub fn recv(&mut self) -> Result<Option<Msg>, DataPathError> {
+        if self.failed && self.ring.is_some() {
+            let pool = &self.pool;
+            return match self
+                .inbox
+                .pop(|d, flags, buf| pool.into_msg(buf, d.len as usize, flags))
+            {
+                Some(m) => Ok(Some(m)),
+                None => Err(DataPathError::Failed),
+            };
+        }
         self.check()?;
         if self.inbox.is_empty() {
             self.pull_records()?;
@@ -575,9 +614,13 @@ impl DataPath {
         loop {
             self.wcs.clear();
             let n = self.cq.poll(64, &mut self.wcs)?;
+            self.progress += n as u64;
             for i in 0..n {
                 let wc = self.wcs[i];
                 if let Err(e) = self.on_completion(wc) {
+                    // Completions are in order: what arrived before the error is whole. Take
+                    // it into the inbox so that `recv` still delivers it.
+                    let _ = self.pull_records();
                     return self.fail(e);
                 }
             }
@@ -657,6 +700,7 @@ impl DataPath {
                 Kind::Pad => {}
             }
             ring.advance();
+            self.progress += 1;
         }
         Ok(())
     }

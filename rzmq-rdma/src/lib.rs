@@ -6,8 +6,9 @@
 //!   `ibverbs`, on by default);
 //! - [`region`]: NIC-written memory; [`mr_cache`]: registration cache;
 //! - [`ring`]: the credit ring, sans-IO; [`rndv`]: rendezvous for large frames, sans-IO;
-//! - [`datapath`]: drives ring and rendezvous over one QP; the seam rzmq-core's engine uses to
-//!   move a connection's data path onto RDMA after the ZMTP handshake.
+//! - [`datapath`]: drives ring and rendezvous over one QP;
+//! - [`upgrade`]: the upgrader rzmq-core's engine calls after the ZMTP handshake to move a tcp
+//!   connection's messages onto a [`datapath::DataPath`] ([`install`] puts it in place).
 //!
 //! Nothing here knows socket semantics; messages are rzmq-core [`rzmq_core::msg::Msg`] frames.
 
@@ -18,3 +19,6 @@ pub mod provider;
 pub mod region;
 pub mod ring;
 pub mod rndv;
+pub mod upgrade;
+
+pub use upgrade::install;

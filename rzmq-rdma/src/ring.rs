@@ -394,6 +394,11 @@ impl Ring {
         self.peer
     }
 
+    /// Bytes sent (or staged) that the peer has not yet reported consumed.
+    pub fn unconsumed(&self) -> u64 {
+        self.head - self.peer.consumed
+    }
+
     /// Bytes staged but not yet covered by a notification.
     pub fn unflushed(&self) -> u64 {
         self.head - self.flushed

@@ -1,4 +1,8 @@
 //! The socket-pattern matrix, rzmq to rzmq, over tcp, ipc and inproc.
+//!
+//! The RDMA upgrader is installed from the environment, so the same matrix runs with
+//! `RZMQ_RDMA=require RZMQ_RDMA_PROVIDER=soft` (scripts/test.sh does), where every tcp
+//! connection must move to RDMA or be refused.
 
 use rzmq_core::monitor;
 use rzmq_core::options as opt;
@@ -8,6 +12,7 @@ use rzmq_tests::{inproc_endpoint, ipc_endpoint, payload, TIMEOUT_MS};
 const TRANSPORTS: [&str; 3] = ["tcp", "ipc", "inproc"];
 
 fn sock(ctx: &Context, ty: SocketType) -> Socket {
+    rzmq_rdma::install();
     let mut s = ctx.socket(ty).unwrap();
     s.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
     s.set_option_i32(opt::SNDTIMEO, TIMEOUT_MS).unwrap();

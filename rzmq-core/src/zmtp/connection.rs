@@ -83,6 +83,18 @@ pub enum Event {
     /// form XPUB users see: first byte `0x01` (subscribe) or `0x00` (cancel), then the topic,
     /// whether the peer sent a `SUBSCRIBE`/`CANCEL` command (ZMTP 3.1) or such a message.
     Message(Msg),
+    /// A command whose name starts with [`EXTENSION_PREFIX`] (rzmq's own, sent only to peers
+    /// that advertised support): the raw command body, name included. Other unknown commands are
+    /// ignored, as libzmq does.
+    Command(Msg),
+}
+
+/// Command names with this prefix surface as [`Event::Command`] instead of being ignored.
+pub const EXTENSION_PREFIX: &[u8] = b"RZMQ-";
+
+/// Splits a command body into its name and data (`None` when malformed).
+pub fn parse_command(body: &[u8]) -> Option<(&[u8], &[u8])> {
+    command::parse(body)
 }
 
 enum State {
@@ -309,6 +321,7 @@ impl Connection {
                 m.set_metadata(self.md.clone());
                 Some(Event::Message(m))
             }
+            _ if name.starts_with(EXTENSION_PREFIX) => Some(Event::Command(msg.clone())),
             _ => None,
         }
     }
@@ -353,6 +366,16 @@ impl Connection {
             self.out
                 .push_frame_parts(FLAG_COMMAND, &[command::CANCEL_PREFIX, topic]);
         }
+        Ok(())
+    }
+
+    /// Queues a command `name` with `data` (after [`Event::Ready`] only). Used for rzmq's
+    /// extension commands, which go only to peers that advertised them.
+    pub fn send_command(&mut self, name: &[u8], data: &[u8]) -> Result<(), ZmtpError> {
+        self.check_ready()?;
+        assert!(name.len() <= 255, "command names are at most 255 bytes");
+        self.out
+            .push_frame(FLAG_COMMAND, &command::body(name, &[data]));
         Ok(())
     }
 

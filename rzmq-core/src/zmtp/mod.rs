@@ -67,7 +67,8 @@ mod socket_type;
 mod tests;
 
 pub use connection::{
-    Config, Connection, Event, DEFAULT_HANDSHAKE_IVL, INCOMPATIBLE_SOCKET_TYPE_REASON,
+    parse_command, Config, Connection, Event, DEFAULT_HANDSHAKE_IVL, EXTENSION_PREFIX,
+    INCOMPATIBLE_SOCKET_TYPE_REASON,
 };
 pub use error::{FailureReason, ZmtpError};
 pub use greeting::{Mechanism, GREETING_LEN};

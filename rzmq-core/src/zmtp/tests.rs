@@ -798,6 +798,7 @@ proptest! {
                 match ev {
                     Event::Message(m) => got.push(m),
                     Event::Ready(_) => prop_assert!(false, "second Ready"),
+                    Event::Command(_) => prop_assert!(false, "no extension commands were sent"),
                 }
             }
         }
@@ -853,5 +854,28 @@ proptest! {
                 break;
             }
         }
+    }
+}
+
+#[test]
+fn extension_commands_surface_and_other_unknown_commands_are_ignored() {
+    let now = Instant::now();
+    let (mut a, mut b) = connected(cfg(SocketType::Pair), cfg(SocketType::Pair), now);
+    a.send_command(b"RZMQ-UP-EP", b"blob").unwrap();
+    a.send_command(b"FOO", b"ignored").unwrap();
+    a.send(Msg::copy_from(b"after")).unwrap();
+    let mut evs = Vec::new();
+    transfer(&mut a, &mut b, 7, now, &mut evs).unwrap();
+    assert_eq!(evs.len(), 2, "{evs:?}");
+    match &evs[0] {
+        Event::Command(m) => {
+            let (name, data) = crate::zmtp::parse_command(m.data()).unwrap();
+            assert_eq!((name, data), (&b"RZMQ-UP-EP"[..], &b"blob"[..]));
+        }
+        other => panic!("expected the extension command, got {other:?}"),
+    }
+    match &evs[1] {
+        Event::Message(m) => assert_eq!(m.data(), b"after"),
+        other => panic!("expected the message, got {other:?}"),
     }
 }

@@ -231,6 +231,32 @@ pub fn kill(dev: &dyn Device) -> Result<()> {
     Ok(())
 }
 
+/// Every soft device open in this process (for [`cut_all_wires`]).
+static LIVE_DEVICES: Mutex<Vec<std::sync::Weak<Shared>>> = Mutex::new(Vec::new());
+
+/// Cuts the wire of every connected QP of every soft device in this process, as if each cable
+/// were pulled ([`Fault::CutWire`] on each); returns how many were cut. For tests of the layers
+/// above, which do not hold the QPs themselves.
+pub fn cut_all_wires() -> usize {
+    let devices: Vec<Arc<Shared>> = lock(&LIVE_DEVICES)
+        .iter()
+        .filter_map(|w| w.upgrade())
+        .collect();
+    let mut n = 0;
+    for d in devices {
+        let qps: Vec<Arc<QpShared>> = lock(&d.qps).values().cloned().collect();
+        for q in qps {
+            let mut g = q.lock();
+            if let Some(w) = g.wire.as_mut() {
+                w.cut();
+                n += 1;
+            }
+        }
+        d.doorbell.signal();
+    }
+    n
+}
+
 // ---------------------------------------------------------------------------------------------
 // Device
 // ---------------------------------------------------------------------------------------------
@@ -371,6 +397,11 @@ impl SoftDevice {
             shutdown: AtomicBool::new(false),
             killed: AtomicBool::new(false),
         });
+        {
+            let mut live = lock(&LIVE_DEVICES);
+            live.retain(|w| w.strong_count() > 0);
+            live.push(Arc::downgrade(&shared));
+        }
         let s2 = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!("rzmq-soft-{}", cfg.name))

@@ -1,0 +1,248 @@
+//! The upgrader rzmq-core's engine calls: decides whether a tcp connection moves to RDMA, and
+//! builds its [`DataPath`] (rzmq-core's [`rzmq_core::alt`] protocol carries the blobs).
+//!
+//! Environment (read once, at [`install`]):
+//! - `RZMQ_RDMA`: `auto` (default: upgrade when both ends can), `off`, `require` (a tcp
+//!   connection that cannot upgrade is refused and reported);
+//! - `RZMQ_RDMA_PROVIDER`: `ibverbs`, `soft`, or `auto` (ibverbs when it lists a device, else
+//!   no RDMA);
+//! - `RZMQ_RDMA_LOG=1`: one line on stderr per connection: the transport chosen (and why not
+//!   RDMA), and the counters when an RDMA connection ends;
+//! - `RZMQ_RDMA_EVENTS=1`: the same as [`rzmq_core::monitor::EVENT_TRANSPORT`] monitor events;
+//! - the data path's tunables ([`DataPathConfig::from_env`]) and the providers' own
+//!   (`RZMQ_RDMA_DEVICE`, `RZMQ_RDMA_PORT`, `RZMQ_RDMA_GID_INDEX`, `RZMQ_SOFT_LISTEN`,
+//!   `RZMQ_SOFT_ADVERTISE`).
+//!
+//! The soft provider, unless `RZMQ_SOFT_LISTEN` says otherwise, opens one device per local IP
+//! address that tcp connections use, listening on that address: the wire then follows the
+//! control connection's route, so two network namespaces joined by veth need no setting.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::RawFd;
+use std::sync::{Arc, Mutex, Once};
+
+use rzmq_core::alt::{self, AltError, AltPath, AltStats, HalfPath, Mode, Upgrader};
+use rzmq_core::msg::Msg;
+
+use crate::datapath::{ConnectInfo, DataPath, DataPathConfig, DataPathError};
+use crate::provider::soft::{SoftConfig, SoftProvider, WireAddr};
+use crate::provider::{self, Device, Provider, ProviderKind};
+
+/// Version of the upgrade blobs and of the advertised property.
+const VERSION: &str = "1";
+
+/// The process's RDMA upgrader (see the module documentation).
+pub struct RdmaUpgrader {
+    mode: Mode,
+    provider: Result<Box<dyn Provider>, String>,
+    soft_per_address: bool,
+    devices: Mutex<HashMap<Option<IpAddr>, Arc<dyn Device>>>,
+    cfg: DataPathConfig,
+    log: bool,
+    events: bool,
+}
+
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+impl RdmaUpgrader {
+    /// Reads the environment. A bad `RZMQ_RDMA` value is an error; a provider that cannot be
+    /// used is not (connections then stay on TCP, or are refused under `require`, with the
+    /// reason).
+    pub fn from_env() -> Result<RdmaUpgrader, AltError> {
+        let mode_s = std::env::var("RZMQ_RDMA").unwrap_or_default();
+        let mode = Mode::parse(&mode_s).ok_or_else(|| {
+            AltError(format!("RZMQ_RDMA={mode_s}: expected auto, off or require"))
+        })?;
+        let provider = match provider::from_env() {
+            Ok(Some(p)) => Ok(p),
+            Ok(None) => Err(
+                "no RDMA device (RZMQ_RDMA_PROVIDER=soft selects the software provider)"
+                    .to_string(),
+            ),
+            Err(e) => Err(format!("RDMA provider unavailable: {e}")),
+        };
+        Ok(RdmaUpgrader {
+            mode,
+            provider,
+            soft_per_address: std::env::var_os("RZMQ_SOFT_LISTEN").is_none(),
+            devices: Mutex::new(HashMap::new()),
+            cfg: DataPathConfig::from_env(),
+            log: env_flag("RZMQ_RDMA_LOG"),
+            events: env_flag("RZMQ_RDMA_EVENTS"),
+        })
+    }
+
+    fn kind(&self) -> Result<ProviderKind, AltError> {
+        self.provider
+            .as_ref()
+            .map(|p| p.kind())
+            .map_err(|e| AltError(e.clone()))
+    }
+
+    fn device_for(&self, local: Option<SocketAddr>) -> Result<Arc<dyn Device>, AltError> {
+        let kind = self.kind()?;
+        let key = if kind == ProviderKind::Soft && self.soft_per_address {
+            local.map(|a| a.ip())
+        } else {
+            None
+        };
+        let mut devs = self.devices.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = devs.get(&key) {
+            return Ok(d.clone());
+        }
+        let dev = match key {
+            Some(ip) => {
+                let cfg = SoftConfig {
+                    listen: WireAddr::Tcp(SocketAddr::new(ip, 0)),
+                    ..SoftConfig::default()
+                };
+                SoftProvider::new(cfg).open(None)
+            }
+            None => match &self.provider {
+                Ok(p) => p.open(None),
+                Err(e) => return Err(AltError(e.clone())),
+            },
+        }
+        .map_err(|e| AltError(format!("opening the RDMA device: {e}")))?;
+        devs.insert(key, dev.clone());
+        Ok(dev)
+    }
+}
+
+impl Upgrader for RdmaUpgrader {
+    fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    fn advertise(&self) -> Result<Vec<u8>, AltError> {
+        Ok(format!("{VERSION} {}", self.kind()?.name()).into_bytes())
+    }
+
+    fn compatible(&self, peer_value: &[u8]) -> Result<(), AltError> {
+        let ours = self.advertise()?;
+        if peer_value == ours.as_slice() {
+            Ok(())
+        } else {
+            Err(AltError(format!(
+                "the peer offers \"{}\", we offer \"{}\"",
+                String::from_utf8_lossy(&peer_value[..peer_value.len().min(64)]),
+                String::from_utf8_lossy(&ours)
+            )))
+        }
+    }
+
+    fn start(&self, local: Option<SocketAddr>) -> Result<(Box<dyn HalfPath>, Vec<u8>), AltError> {
+        let dev = self.device_for(local)?;
+        let describe = format!("rdma/{} {}", dev.info().provider.name(), dev.info().name);
+        let (dp, info) = DataPath::new(dev, self.cfg.clone()).map_err(err)?;
+        Ok((Box::new(Half { dp, describe }), info.to_bytes()))
+    }
+
+    fn log_enabled(&self) -> bool {
+        self.log
+    }
+
+    fn events_enabled(&self) -> bool {
+        self.events
+    }
+}
+
+fn err(e: DataPathError) -> AltError {
+    AltError(e.to_string())
+}
+
+struct Half {
+    dp: DataPath,
+    describe: String,
+}
+
+impl HalfPath for Half {
+    fn complete(self: Box<Self>, peer_blob: &[u8]) -> Result<Box<dyn AltPath>, AltError> {
+        let Half { mut dp, describe } = *self;
+        let info = ConnectInfo::from_bytes(peer_blob).map_err(err)?;
+        dp.connect(&info).map_err(err)?;
+        Ok(Box::new(RdmaPath { dp, describe }))
+    }
+}
+
+/// A connected RDMA data path as rzmq-core's engine drives it.
+struct RdmaPath {
+    dp: DataPath,
+    describe: String,
+}
+
+impl RdmaPath {
+    fn err(&self, e: DataPathError) -> AltError {
+        match (&e, self.dp.failure()) {
+            (DataPathError::Failed, Some(why)) => AltError(why.to_string()),
+            _ => err(e),
+        }
+    }
+}
+
+impl AltPath for RdmaPath {
+    fn fd(&self) -> RawFd {
+        self.dp.fd()
+    }
+
+    fn send(&mut self, msg: Msg) -> Result<Option<Msg>, AltError> {
+        self.dp.send(msg).map_err(|e| self.err(e))
+    }
+
+    fn flush(&mut self) -> Result<(), AltError> {
+        self.dp.flush().map_err(|e| self.err(e))
+    }
+
+    fn recv(&mut self) -> Result<Option<Msg>, AltError> {
+        self.dp.recv().map_err(|e| self.err(e))
+    }
+
+    fn process(&mut self) -> Result<bool, AltError> {
+        let before = self.dp.progress();
+        self.dp.process().map_err(|e| self.err(e))?;
+        Ok(self.dp.progress() != before)
+    }
+
+    fn arm(&mut self) -> Result<(), AltError> {
+        self.dp.arm().map_err(|e| self.err(e))
+    }
+
+    fn is_idle(&self) -> bool {
+        self.dp.is_idle()
+    }
+
+    fn stats(&self) -> AltStats {
+        let s = self.dp.stats();
+        AltStats {
+            msgs_tx: s.msgs_tx,
+            bytes_tx: s.bytes_tx,
+            msgs_rx: s.msgs_rx,
+            bytes_rx: s.bytes_rx,
+            rndv_tx: s.rndv_tx,
+            rndv_reads: s.rndv_reads,
+            copies: s.copies,
+            credit_stalls: s.ring.credit_stalls,
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+}
+
+static INSTALL: Once = Once::new();
+
+/// Installs the RDMA upgrader for this process from the environment (idempotent). Call it
+/// before creating sockets; the C ABI calls it when a context is created. A bad `RZMQ_RDMA`
+/// value is reported on stderr and leaves RDMA off, rather than failing every socket.
+pub fn install() {
+    INSTALL.call_once(|| match RdmaUpgrader::from_env() {
+        Ok(u) => {
+            alt::install(Arc::new(u));
+        }
+        Err(e) => eprintln!("rzmq: {e}; RDMA disabled"),
+    });
+}

@@ -1,0 +1,255 @@
+//! The RDMA upgrade end to end, on the soft provider: tcp connections between two rzmq sockets
+//! move to RDMA (reported by monitor events), large frames go zero-copy and their buffers are
+//! released only after the peer read them, libzmq peers stay on TCP (auto) or are refused
+//! (`rdma://`), and a broken RDMA path closes the connection and reconnects.
+//!
+//! The whole binary runs with `RZMQ_RDMA=auto RZMQ_RDMA_PROVIDER=soft RZMQ_RDMA_EVENTS=1`
+//! (set before the first socket; the upgrader reads the environment once).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Once};
+use std::time::{Duration, Instant};
+
+use rzmq_core::monitor;
+use rzmq_core::options as opt;
+use rzmq_core::{Context, Msg, Socket, SocketType};
+use rzmq_tests::{payload, TIMEOUT_MS};
+
+static SETUP: Once = Once::new();
+
+fn setup() {
+    SETUP.call_once(|| {
+        std::env::set_var("RZMQ_RDMA", "auto");
+        std::env::set_var("RZMQ_RDMA_PROVIDER", "soft");
+        std::env::set_var("RZMQ_RDMA_EVENTS", "1");
+        // Frames above 64 KiB go by rendezvous here (default threshold applies elsewhere).
+        std::env::set_var("RZMQ_RDMA_RNDV_THRESHOLD", "65536");
+        rzmq_rdma::install();
+    });
+}
+
+fn sock(ctx: &Context, ty: SocketType) -> Socket {
+    let mut s = ctx.socket(ty).unwrap();
+    s.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
+    s.set_option_i32(opt::SNDTIMEO, TIMEOUT_MS).unwrap();
+    s.set_option_i32(opt::LINGER, 2000).unwrap();
+    s
+}
+
+/// Monitor `s` for transport events on a fresh inproc endpoint; returns the reading end.
+fn watch(ctx: &Context, s: &mut Socket, tag: &str) -> Socket {
+    let ep = rzmq_tests::inproc_endpoint(tag);
+    s.monitor(
+        Some(&ep),
+        monitor::EVENT_TRANSPORT | monitor::EVENT_DISCONNECTED,
+    )
+    .unwrap();
+    let mut m = ctx.socket(SocketType::Pair).unwrap();
+    m.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
+    m.connect(&ep).unwrap();
+    m
+}
+
+/// The next monitor event (id, value).
+fn next_event(m: &mut Socket) -> (u16, u32) {
+    let parts = m.recv_multipart(0).expect("monitor event");
+    let d = parts[0].data();
+    (
+        u16::from_ne_bytes([d[0], d[1]]),
+        u32::from_ne_bytes([d[2], d[3], d[4], d[5]]),
+    )
+}
+
+fn next_transport(m: &mut Socket) -> u32 {
+    loop {
+        let (ev, v) = next_event(m);
+        if ev == monitor::EVENT_TRANSPORT {
+            return v;
+        }
+    }
+}
+
+fn external(data: Vec<u8>, released: &Arc<AtomicUsize>) -> Msg {
+    let mut b = data.into_boxed_slice();
+    let (ptr, len) = (b.as_mut_ptr(), b.len());
+    let keep = Box::into_raw(b) as *mut [u8] as *mut u8 as usize;
+    let r = released.clone();
+    let release: rzmq_core::msg::ReleaseFn = Box::new(move || {
+        // SAFETY: the box leaked above, reconstructed once, when the library is done with it.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(keep as *mut u8, len)) });
+        r.fetch_add(1, Ordering::SeqCst);
+    });
+    // SAFETY: the bytes stay valid until `release` runs.
+    unsafe { Msg::from_external(ptr, len, Some(release)) }
+}
+
+#[test]
+fn tcp_between_rzmq_sockets_moves_to_rdma_with_zero_copy_frames() {
+    setup();
+    let ctx = Context::new();
+    let mut pull = sock(&ctx, SocketType::Pull);
+    pull.bind("tcp://127.0.0.1:*").unwrap();
+    let ep = pull.last_endpoint().to_string();
+    let mut push = sock(&ctx, SocketType::Push);
+    let mut mon_push = watch(&ctx, &mut push, "rdma-push");
+    let mut mon_pull = watch(&ctx, &mut pull, "rdma-pull");
+    push.connect(&ep).unwrap();
+    assert_eq!(next_transport(&mut mon_push), monitor::TRANSPORT_RDMA);
+    assert_eq!(next_transport(&mut mon_pull), monitor::TRANSPORT_RDMA);
+
+    let released = Arc::new(AtomicUsize::new(0));
+    let sizes = [0usize, 1, 256, 4096, 65_536, 65_537, 1 << 20, 24 << 20];
+    for (i, &n) in sizes.iter().enumerate() {
+        let head = format!("frame {i}").into_bytes();
+        push.send(Msg::from_vec(head.clone()), rzmq_core::SNDMORE)
+            .unwrap();
+        push.send(external(payload(n, i as u8), &released), 0)
+            .unwrap();
+    }
+    for (i, &n) in sizes.iter().enumerate() {
+        let parts = pull.recv_multipart(0).unwrap();
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0].data(), format!("frame {i}").as_bytes());
+        assert_eq!(parts[1].len(), n, "frame {i}");
+        assert!(
+            parts[1].data() == payload(n, i as u8).as_slice(),
+            "frame {i}"
+        );
+    }
+    // Every external buffer is released, the rendezvous ones after the peer's READ + FIN.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while released.load(Ordering::SeqCst) < sizes.len() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(released.load(Ordering::SeqCst), sizes.len());
+}
+
+#[test]
+fn request_reply_and_pubsub_over_rdma_in_both_directions() {
+    setup();
+    let ctx = Context::new();
+    let mut router = sock(&ctx, SocketType::Router);
+    router.bind("tcp://127.0.0.1:*").unwrap();
+    let ep = router.last_endpoint().to_string();
+    let mut dealer = sock(&ctx, SocketType::Dealer);
+    dealer.set_option_raw(opt::ROUTING_ID, b"engine-0").unwrap();
+    let mut mon = watch(&ctx, &mut dealer, "rdma-dealer");
+    dealer.connect(&ep).unwrap();
+    assert_eq!(next_transport(&mut mon), monitor::TRANSPORT_RDMA);
+    for i in 0..200u32 {
+        let body = payload(100 + (i as usize * 997) % 300_000, i as u8);
+        dealer.send_multipart([&b""[..], &body], 0).unwrap();
+        let parts = router.recv_multipart(0).unwrap();
+        assert_eq!(parts[0].data(), b"engine-0");
+        assert!(parts[2].data() == body.as_slice());
+        router
+            .send_multipart([&b"engine-0"[..], b"", &i.to_le_bytes()], 0)
+            .unwrap();
+        let back = dealer.recv_multipart(0).unwrap();
+        assert_eq!(back[1].data(), i.to_le_bytes());
+    }
+
+    let mut xpub = sock(&ctx, SocketType::XPub);
+    xpub.bind("tcp://127.0.0.1:*").unwrap();
+    let ep = xpub.last_endpoint().to_string();
+    let mut sub = sock(&ctx, SocketType::Sub);
+    sub.connect(&ep).unwrap();
+    sub.set_option_raw(opt::SUBSCRIBE, b"kv").unwrap();
+    // The subscription travels over RDMA once the connection has switched.
+    assert_eq!(xpub.recv_bytes(0).unwrap(), b"\x01kv");
+    xpub.send("skip", 0).unwrap();
+    let mut big = b"kv".to_vec();
+    big.extend_from_slice(&payload(3 << 20, 9));
+    xpub.send(big.clone(), 0).unwrap();
+    xpub.send("kv-last", 0).unwrap();
+    assert!(sub.recv_bytes(0).unwrap() == big);
+    assert_eq!(sub.recv_bytes(0).unwrap(), b"kv-last");
+}
+
+#[test]
+fn a_libzmq_peer_stays_on_tcp_under_auto() {
+    setup();
+    let ctx = Context::new();
+    let mut pull = sock(&ctx, SocketType::Pull);
+    let mut mon = watch(&ctx, &mut pull, "rdma-libzmq");
+    pull.bind("tcp://127.0.0.1:*").unwrap();
+    let ep = pull.last_endpoint().to_string();
+    let zctx = zmq::Context::new();
+    let push = zctx.socket(zmq::PUSH).unwrap();
+    push.connect(&ep).unwrap();
+    push.send(&payload(1 << 20, 1)[..], 0).unwrap();
+    assert_eq!(next_transport(&mut mon), monitor::TRANSPORT_TCP);
+    assert_eq!(pull.recv_bytes(0).unwrap(), payload(1 << 20, 1));
+}
+
+#[test]
+fn rdma_endpoints_refuse_a_libzmq_peer_and_deliver_nothing() {
+    setup();
+    let ctx = Context::new();
+    let mut pull = sock(&ctx, SocketType::Pull);
+    pull.set_option_i32(opt::RCVTIMEO, 500).unwrap();
+    let mut mon = watch(&ctx, &mut pull, "rdma-refuse");
+    pull.bind("rdma://127.0.0.1:*").unwrap();
+    let ep = pull.last_endpoint().to_string();
+    assert!(ep.starts_with("rdma://"), "{ep}");
+    let tcp_ep = ep.replacen("rdma://", "tcp://", 1);
+    let zctx = zmq::Context::new();
+    let push = zctx.socket(zmq::PUSH).unwrap();
+    push.set_linger(0).unwrap();
+    push.connect(&tcp_ep).unwrap();
+    push.send("must not arrive", 0).unwrap();
+    assert_eq!(next_transport(&mut mon), monitor::TRANSPORT_REFUSED);
+    assert_eq!(pull.recv_bytes(0).unwrap_err(), rzmq_core::Error::Again);
+
+    // An rzmq peer on the same rdma:// endpoint upgrades and is served.
+    let mut push2 = sock(&ctx, SocketType::Push);
+    push2.connect(&ep).unwrap();
+    push2.send("over rdma", 0).unwrap();
+    pull.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
+    assert_eq!(pull.recv_bytes(0).unwrap(), b"over rdma");
+}
+
+#[test]
+fn a_killed_rdma_path_closes_the_connection_and_reconnects() {
+    setup();
+    let ctx = Context::new();
+    let mut pull = sock(&ctx, SocketType::Pull);
+    pull.bind("tcp://127.0.0.1:*").unwrap();
+    let ep = pull.last_endpoint().to_string();
+    let mut push = sock(&ctx, SocketType::Push);
+    push.set_option_i32(opt::RECONNECT_IVL, 20).unwrap();
+    let mut mon = watch(&ctx, &mut push, "rdma-fault");
+    push.connect(&ep).unwrap();
+    assert_eq!(next_transport(&mut mon), monitor::TRANSPORT_RDMA);
+    push.send("before", 0).unwrap();
+    assert_eq!(pull.recv_bytes(0).unwrap(), b"before");
+    // Every soft QP of this process loses its wire: both ends fail, the connection closes
+    // (reported), and the push side reconnects and upgrades again.
+    let cut = rzmq_rdma::provider::soft::cut_all_wires();
+    assert!(cut >= 2, "cut {cut} wires");
+    // The next send finds the wire dead (its WRITE is retried, then fails): that message may be
+    // lost, as a message in flight on a broken tcp connection may be.
+    push.send("probe", 0).unwrap();
+    let mut ended = false;
+    loop {
+        let (ev, v) = next_event(&mut mon);
+        if ev == monitor::EVENT_TRANSPORT && v == monitor::TRANSPORT_ENDED {
+            ended = true;
+        }
+        if ev == monitor::EVENT_TRANSPORT && v == monitor::TRANSPORT_RDMA {
+            break;
+        }
+    }
+    assert!(ended, "the broken RDMA connection was not reported");
+    for i in 0..50u8 {
+        push.send(payload(200_000, i), 0).unwrap();
+    }
+    let mut got = pull.recv_bytes(0).unwrap();
+    if got == b"probe" {
+        got = pull.recv_bytes(0).unwrap();
+    }
+    assert!(got == payload(200_000, 0));
+    for i in 1..50u8 {
+        assert!(pull.recv_bytes(0).unwrap() == payload(200_000, i), "{i}");
+    }
+}
