@@ -33,6 +33,7 @@ pub mod proxy;
 pub mod signal;
 
 pub mod socket;
+pub mod socks;
 pub mod spsc;
 
 pub mod transport;

@@ -29,6 +29,7 @@ use crate::options::Options;
 use crate::pattern::PipeEntry;
 use crate::pipe::{self, Notify, Reader, Target, WriteError, Writer};
 use crate::socket::{Attach, SocketShared, SocketType};
+use crate::socks;
 use crate::zmtp;
 
 /// The connection's ends of a socket pipe.
@@ -347,14 +348,28 @@ pub(crate) fn connect(
     let io = ctx.io_thread()?;
     let token = io.token();
     let reconnect_ivl = setup.options.reconnect_ivl;
+    let proxy = match ep {
+        Endpoint::Tcp(_) if !setup.options.socks_proxy.is_empty() => {
+            Some(String::from_utf8_lossy(&setup.options.socks_proxy).into_owned())
+        }
+        _ => None,
+    };
+    let monitor_endpoint = match &proxy {
+        Some(p) => format!("tcp://{p}"),
+        None => addr.to_string(),
+    };
     let session = Session {
         setup,
         endpoint: addr.to_string(),
+        monitor_endpoint,
         connect: Some(ConnectInfo {
             ep: ep.clone(),
             ivl: Duration::from_millis(reconnect_ivl.max(0) as u64),
             retry_at: None,
             pending: None,
+            proxy,
+            socks: None,
+            deadline: None,
         }),
         pipe,
         engine: None,
@@ -427,13 +442,28 @@ struct ConnectInfo {
     ep: Endpoint,
     ivl: Duration,
     retry_at: Option<Instant>,
-    /// A TCP connect in progress.
+    /// A TCP connect in progress (to the SOCKS proxy while `socks` is set).
     pending: Option<mio::net::TcpStream>,
+    /// `ZMQ_SOCKS_PROXY` when this tcp connect goes through a SOCKS5 proxy.
+    proxy: Option<String>,
+    /// The SOCKS5 handshake of the attempt in `pending`.
+    socks: Option<SocksConn>,
+    /// When the attempt in `pending` gives up (`ZMQ_CONNECT_TIMEOUT`).
+    deadline: Option<Instant>,
+}
+
+/// A connect attempt through a SOCKS5 proxy.
+struct SocksConn {
+    /// The TCP connect to the proxy completed; the handshake is under way.
+    up: bool,
+    handshake: socks::Handshake,
 }
 
 struct Session {
     setup: ConnSetup,
     endpoint: String,
+    /// The endpoint monitor events name: `endpoint`, or `tcp://<proxy>` through SOCKS (libzmq).
+    monitor_endpoint: String,
     connect: Option<ConnectInfo>,
     pipe: Option<PeerPipe>,
     engine: Option<Engine>,
@@ -731,6 +761,7 @@ impl Reactor {
                     engine.upgrade = upgrade;
                     let session = Session {
                         setup,
+                        monitor_endpoint: endpoint.clone(),
                         endpoint,
                         connect: None,
                         pipe: None,
@@ -991,7 +1022,28 @@ impl Session {
         let o = self.setup.options.clone();
         match &ci.ep {
             Endpoint::Tcp(tcp) => {
-                let (src, dst) = match tcp.resolve_connect(o.ipv6) {
+                // Through a SOCKS5 proxy: connect to the proxy (resolved like a tcp endpoint),
+                // and ask it for the target, which is not resolved here.
+                ci.socks = None;
+                let resolved = match &ci.proxy {
+                    Some(p) => {
+                        let target = socks::Target::parse(tcp.target()).and_then(|t| {
+                            socks::Handshake::new(t, &o.socks_username, &o.socks_password)
+                        });
+                        match target {
+                            Ok(handshake) => {
+                                ci.socks = Some(SocksConn {
+                                    up: false,
+                                    handshake,
+                                });
+                            }
+                            Err(_) => return self.retry_later(r, token),
+                        }
+                        crate::endpoint::TcpEndpoint::new(p).resolve_connect(o.ipv6)
+                    }
+                    None => tcp.resolve_connect(o.ipv6),
+                };
+                let (src, dst) = match resolved {
                     Ok(v) => v,
                     Err(_) => return self.retry_later(r, token),
                 };
@@ -1012,15 +1064,15 @@ impl Session {
                         self.setup.monitor.event(
                             monitor::EVENT_CONNECT_DELAYED,
                             libc::EINPROGRESS as u32,
-                            &self.endpoint,
+                            &self.monitor_endpoint,
                         );
                         let _ = fd;
                         ci.pending = Some(s);
                         if o.connect_timeout > 0 {
-                            r.schedule(
-                                Instant::now() + Duration::from_millis(o.connect_timeout as u64),
-                                token,
-                            );
+                            let at =
+                                Instant::now() + Duration::from_millis(o.connect_timeout as u64);
+                            ci.deadline = Some(at);
+                            r.schedule(at, token);
                         }
                         Fate::Keep
                     }
@@ -1051,7 +1103,7 @@ impl Session {
         self.setup.monitor.event(
             monitor::EVENT_CONNECTED,
             stream.as_raw_fd() as u32,
-            &self.endpoint,
+            &self.monitor_endpoint,
         );
         let peer_ip = match &stream {
             Stream::Tcp(t) => t.peer_addr().ok().map(|a| a.ip().to_string()),
@@ -1104,7 +1156,7 @@ impl Session {
         self.setup.monitor.event(
             monitor::EVENT_CONNECT_RETRIED,
             ivl.as_millis() as u32,
-            &self.endpoint,
+            &self.monitor_endpoint,
         );
         r.schedule(at, token);
         Fate::Keep
@@ -1118,8 +1170,11 @@ impl Session {
             {
                 return self.try_connect(r, token);
             }
-            if ci.pending.is_some() && self.setup.options.connect_timeout > 0 {
-                // Connect timeout: give up on this attempt.
+            if ci.pending.is_some() && ci.deadline.is_some_and(|d| d <= now) {
+                // Connect timeout (through a proxy: connect and SOCKS handshake): give up on
+                // this attempt.
+                ci.deadline = None;
+                ci.socks = None;
                 if let Some(mut s) = ci.pending.take() {
                     let _ = r.poll.registry().deregister(&mut s);
                 }
@@ -1149,10 +1204,20 @@ impl Session {
 
     fn on_ready(&mut self, r: &mut Reactor, token: u64, readable: bool, writable: bool) -> Fate {
         if let Some(ci) = self.connect.as_mut() {
+            if ci.socks.as_ref().is_some_and(|c| c.up) {
+                return self.socks_step(r, token);
+            }
             if let Some(mut s) = ci.pending.take() {
                 // Connect completion.
                 match s.take_error() {
                     Ok(None) if s.peer_addr().is_ok() => {
+                        if let Some(c) = ci.socks.as_mut() {
+                            // Connected to the proxy: the SOCKS handshake comes first.
+                            c.up = true;
+                            ci.pending = Some(s);
+                            return self.socks_step(r, token);
+                        }
+                        ci.deadline = None;
                         let _ = r.poll.registry().deregister(&mut s);
                         return self.connected(r, token, Stream::Tcp(s));
                     }
@@ -1161,11 +1226,13 @@ impl Session {
                         return Fate::Keep;
                     }
                     _ => {
+                        ci.socks = None;
+                        ci.deadline = None;
                         let _ = r.poll.registry().deregister(&mut s);
                         self.setup.monitor.event(
                             monitor::EVENT_CLOSED,
                             s.as_raw_fd() as u32,
-                            &self.endpoint,
+                            &self.monitor_endpoint,
                         );
                         return self.retry_later(r, token);
                     }
@@ -1249,6 +1316,38 @@ impl Session {
             ));
         }
         None
+    }
+
+    /// Moves the SOCKS5 handshake of the pending proxy connection on; when the tunnel is up
+    /// the stream goes to the engine as a direct connection would, on failure the attempt is
+    /// closed and retried later.
+    fn socks_step(&mut self, r: &mut Reactor, token: u64) -> Fate {
+        let Some(ci) = self.connect.as_mut() else {
+            return Fate::Remove;
+        };
+        let (Some(s), Some(c)) = (ci.pending.as_mut(), ci.socks.as_mut()) else {
+            return Fate::Keep;
+        };
+        let res = socks_io(s, &mut c.handshake);
+        if matches!(res, Ok(false)) {
+            return Fate::Keep;
+        }
+        ci.socks = None;
+        ci.deadline = None;
+        let Some(mut s) = ci.pending.take() else {
+            return Fate::Keep;
+        };
+        let _ = r.poll.registry().deregister(&mut s);
+        if res.is_ok() {
+            return self.connected(r, token, Stream::Tcp(s));
+        }
+        self.setup.monitor.event(
+            monitor::EVENT_CLOSED,
+            s.as_raw_fd() as u32,
+            &self.monitor_endpoint,
+        );
+        drop(s);
+        self.retry_later(r, token)
     }
 
     fn on_pipe(&mut self, r: &mut Reactor, token: u64) -> Fate {
@@ -1358,9 +1457,11 @@ impl Session {
 
     fn handshake_done(&mut self, r: &mut Reactor, token: u64, peer: zmtp::Peer) -> Option<Fate> {
         self.handshaken = true;
-        self.setup
-            .monitor
-            .event(monitor::EVENT_HANDSHAKE_SUCCEEDED, 0, &self.endpoint);
+        self.setup.monitor.event(
+            monitor::EVENT_HANDSHAKE_SUCCEEDED,
+            0,
+            &self.monitor_endpoint,
+        );
         // libzmq's private "__fd" property carries the connection's fd (zmq_msg_get ZMQ_SRCFD).
         let md = match self.engine.as_mut() {
             Some(e) if matches!(e.proto, Proto::Raw(_)) => {
@@ -1443,12 +1544,12 @@ impl Session {
                     Some(code) => self.setup.monitor.event(
                         monitor::EVENT_HANDSHAKE_FAILED_PROTOCOL,
                         code,
-                        &self.endpoint,
+                        &self.monitor_endpoint,
                     ),
                     None => self.setup.monitor.event(
                         monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL,
                         0,
-                        &self.endpoint,
+                        &self.monitor_endpoint,
                     ),
                 },
                 Closed::Upgrade(_) => self.setup.monitor.event(
@@ -1459,13 +1560,15 @@ impl Session {
                 _ => self.setup.monitor.event(
                     monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL,
                     libc::ECONNRESET as u32,
-                    &self.endpoint,
+                    &self.monitor_endpoint,
                 ),
             }
         }
-        self.setup
-            .monitor
-            .event(monitor::EVENT_DISCONNECTED, fd as u32, &self.endpoint);
+        self.setup.monitor.event(
+            monitor::EVENT_DISCONNECTED,
+            fd as u32,
+            &self.monitor_endpoint,
+        );
         let stream_notify =
             self.setup.socket_type == SocketType::Stream && self.setup.options.stream_notify;
         drop(e);
@@ -1515,7 +1618,7 @@ impl Session {
                 self.setup.monitor.event(
                     monitor::EVENT_DISCONNECTED,
                     e.fd() as u32,
-                    &self.endpoint,
+                    &self.monitor_endpoint,
                 );
             }
         }
@@ -1571,4 +1674,42 @@ fn tcp_connect(
     }
     let std: std::net::TcpStream = s.into();
     Ok(mio::net::TcpStream::from_std(std))
+}
+
+/// Runs a SOCKS5 handshake on a non-blocking stream as far as it goes: `Ok(true)` when the
+/// tunnel is up, `Ok(false)` when the stream would block, an error when the attempt failed (the
+/// proxy closed, an I/O error, or a [`socks::SocksError`] as `InvalidData`).
+fn socks_io(s: &mut mio::net::TcpStream, h: &mut socks::Handshake) -> io::Result<bool> {
+    use std::io::{Read, Write};
+    let mut buf = [0u8; socks::MAX_READ];
+    loop {
+        if h.is_done() {
+            return Ok(true);
+        }
+        let out = h.output();
+        if !out.is_empty() {
+            match s.write(out) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => h.consume_output(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+            continue;
+        }
+        let want = h.wanted().min(buf.len());
+        if want == 0 {
+            return Err(io::ErrorKind::InvalidData.into());
+        }
+        match s.read(&mut buf[..want]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                h.feed(&buf[..n])
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
