@@ -28,3 +28,6 @@ NETNS_FLAG=()
 if [ "$(id -u)" = "0" ] && command -v ip >/dev/null; then NETNS_FLAG=(--netns); fi
 compat/build/venv-wheel/bin/python compat/pyzmq_vllm_traffic.py \
   --ours "$PWD/target/release/libzmq.so" --rdma "${NETNS_FLAG[@]}"
+# The Qwen-Omni disaggregated-pipeline replica (examples/omni): the same traffic on stock libzmq,
+# on rzmq over tcp and on rzmq with RDMA required (soft); every output must match.
+examples/omni/run.sh --quick
