@@ -210,9 +210,11 @@ fn rdma_endpoints_refuse_a_libzmq_peer_and_deliver_nothing() {
 }
 
 #[test]
-fn a_killed_rdma_path_closes_the_connection_and_reconnects() {
+fn a_cut_wire_closes_the_connection_releases_every_buffer_and_spares_the_others() {
     setup();
     let ctx = Context::new();
+    // Victim pair on 127.0.0.1, bystander pair on 127.0.0.2: different soft devices, so cutting
+    // the wires of the first address leaves the second connection alone.
     let mut pull = sock(&ctx, SocketType::Pull);
     pull.bind("tcp://127.0.0.1:*").unwrap();
     let ep = pull.last_endpoint().to_string();
@@ -221,15 +223,28 @@ fn a_killed_rdma_path_closes_the_connection_and_reconnects() {
     let mut mon = watch(&ctx, &mut push, "rdma-fault");
     push.connect(&ep).unwrap();
     assert_eq!(next_transport(&mut mon), monitor::TRANSPORT_RDMA);
+
+    let mut other_pull = sock(&ctx, SocketType::Pull);
+    other_pull.bind("tcp://127.0.0.2:*").unwrap();
+    let other_ep = other_pull.last_endpoint().to_string();
+    let mut other_push = sock(&ctx, SocketType::Push);
+    let mut other_mon = watch(&ctx, &mut other_push, "rdma-bystander");
+    // From 127.0.0.2 too (the kernel would pick 127.0.0.1 as the source otherwise).
+    let other_src = other_ep.replacen("tcp://", "tcp://127.0.0.2:0;", 1);
+    other_push.connect(&other_src).unwrap();
+    assert_eq!(next_transport(&mut other_mon), monitor::TRANSPORT_RDMA);
+
     push.send("before", 0).unwrap();
     assert_eq!(pull.recv_bytes(0).unwrap(), b"before");
-    // Every soft QP of this process loses its wire: both ends fail, the connection closes
-    // (reported), and the push side reconnects and upgrades again.
-    let cut = rzmq_rdma::provider::soft::cut_all_wires();
+    let cut = rzmq_rdma::provider::soft::cut_wires_at("127.0.0.1".parse().unwrap());
     assert!(cut >= 2, "cut {cut} wires");
-    // The next send finds the wire dead (its WRITE is retried, then fails): that message may be
-    // lost, as a message in flight on a broken tcp connection may be.
-    push.send("probe", 0).unwrap();
+    // Frames sent now find the wire dead (their WRITEs are retried, then fail): they may be lost,
+    // as messages in flight on a broken tcp connection may be, but every buffer is released.
+    let released = Arc::new(AtomicUsize::new(0));
+    for i in 0..4u8 {
+        push.send(external(payload(1 << 20, i), &released), 0)
+            .unwrap();
+    }
     let mut ended = false;
     loop {
         let (ev, v) = next_event(&mut mon);
@@ -241,15 +256,49 @@ fn a_killed_rdma_path_closes_the_connection_and_reconnects() {
         }
     }
     assert!(ended, "the broken RDMA connection was not reported");
+    // Reconnected and upgraded again: new traffic arrives whole and in order, after whatever of
+    // the four survived (each either whole or absent, never twice).
     for i in 0..50u8 {
-        push.send(payload(200_000, i), 0).unwrap();
+        push.send(payload(200_000, 100 + i), 0).unwrap();
     }
+    let mut seen_old = Vec::new();
     let mut got = pull.recv_bytes(0).unwrap();
-    if got == b"probe" {
+    while got.len() == 1 << 20 {
+        let i = (0..4u8)
+            .find(|&i| got == payload(1 << 20, i))
+            .expect("a corrupted frame");
+        assert!(!seen_old.contains(&i), "frame {i} delivered twice");
+        seen_old.push(i);
         got = pull.recv_bytes(0).unwrap();
     }
-    assert!(got == payload(200_000, 0));
+    assert!(got == payload(200_000, 100));
     for i in 1..50u8 {
-        assert!(pull.recv_bytes(0).unwrap() == payload(200_000, i), "{i}");
+        assert!(
+            pull.recv_bytes(0).unwrap() == payload(200_000, 100 + i),
+            "{i}"
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while released.load(Ordering::SeqCst) < 4 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        released.load(Ordering::SeqCst),
+        4,
+        "sender buffers not released"
+    );
+    // The bystander never noticed.
+    for i in 0..20u8 {
+        other_push.send(payload(100_000, i), 0).unwrap();
+        assert!(other_pull.recv_bytes(0).unwrap() == payload(100_000, i));
+    }
+    other_mon.set_option_i32(opt::RCVTIMEO, 200).unwrap();
+    while let Ok(parts) = other_mon.recv_multipart(0) {
+        let ev = u16::from_ne_bytes([parts[0].data()[0], parts[0].data()[1]]);
+        assert_ne!(
+            ev,
+            monitor::EVENT_DISCONNECTED,
+            "the other connection was disturbed"
+        );
     }
 }

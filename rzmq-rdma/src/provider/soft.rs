@@ -238,9 +238,20 @@ static LIVE_DEVICES: Mutex<Vec<std::sync::Weak<Shared>>> = Mutex::new(Vec::new()
 /// were pulled ([`Fault::CutWire`] on each); returns how many were cut. For tests of the layers
 /// above, which do not hold the QPs themselves.
 pub fn cut_all_wires() -> usize {
+    cut_wires_where(|_| true)
+}
+
+/// [`cut_all_wires`] for the devices whose wire address has IP `ip` only (the upgrader opens a
+/// device per local address, so this cuts the connections made from one address).
+pub fn cut_wires_at(ip: std::net::IpAddr) -> usize {
+    cut_wires_where(|a| matches!(a, WireAddr::Tcp(s) if s.ip() == ip))
+}
+
+fn cut_wires_where(pick: impl Fn(&WireAddr) -> bool) -> usize {
     let devices: Vec<Arc<Shared>> = lock(&LIVE_DEVICES)
         .iter()
         .filter_map(|w| w.upgrade())
+        .filter(|d| pick(&d.addr))
         .collect();
     let mut n = 0;
     for d in devices {
