@@ -320,6 +320,15 @@ pub struct Upgrade {
     md: Option<std::sync::Arc<Metadata>>,
     monitor: Monitor,
     endpoint: String,
+    /// The connection is encrypted (CURVE): its messages stay on the stream unless
+    /// `RZMQ_RDMA_CURVE_PLAINTEXT=1` allows them onto RDMA unencrypted.
+    encrypted: bool,
+}
+
+/// `RZMQ_RDMA_CURVE_PLAINTEXT=1`: CURVE connections may move their messages to RDMA, where they
+/// travel unencrypted (a trusted fabric). Off by default.
+pub fn curve_plaintext_allowed() -> bool {
+    std::env::var("RZMQ_RDMA_CURVE_PLAINTEXT").is_ok_and(|v| v == "1")
 }
 
 impl Upgrade {
@@ -328,6 +337,7 @@ impl Upgrade {
     pub fn new(
         connecting: bool,
         required_by_endpoint: bool,
+        encrypted: bool,
         local: Option<std::net::SocketAddr>,
         monitor: Monitor,
         endpoint: String,
@@ -353,6 +363,7 @@ impl Upgrade {
             md: None,
             monitor,
             endpoint,
+            encrypted,
         }))
     }
 
@@ -417,6 +428,12 @@ impl Upgrade {
     /// peer's offer. `Err`: close before anything is delivered.
     fn on_ready(&mut self, peer: &zmtp::Peer, z: &mut zmtp::Connection) -> Result<(), Closed> {
         self.md = Some(peer.metadata.clone());
+        if self.encrypted && !curve_plaintext_allowed() {
+            return self.decline(
+                "the connection uses CURVE: its messages stay on the encrypted TCP path \
+                 (RZMQ_RDMA_CURVE_PLAINTEXT=1 moves them to RDMA unencrypted)",
+            );
+        }
         let Some(value) = peer.metadata.get(alt::PROPERTY) else {
             return self.decline("the peer does not offer it (libzmq, or RZMQ_RDMA=off there)");
         };
@@ -468,6 +485,11 @@ impl Upgrade {
                         self.decline(&format!("setup failed here: {e}"))
                     }
                 }
+            }
+            // We declined at the handshake (CURVE, no provider here) but the peer offers: say no.
+            (n, UpState::Declined) if n == alt::CMD_EP => {
+                let _ = z.send_command(alt::CMD_NAK, b"declined by the peer");
+                Ok(())
             }
             (n, UpState::Offered(half)) if n == alt::CMD_EP => match half.complete(data) {
                 Ok(path) => {

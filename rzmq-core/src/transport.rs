@@ -891,6 +891,7 @@ fn make_upgrade(
     Upgrade::new(
         connecting,
         required,
+        setup.options.mechanism == crate::options::CURVE,
         t.local_addr().ok(),
         setup.monitor.clone(),
         endpoint.to_string(),

@@ -28,9 +28,9 @@ use rzmq_core::msg::{Msg, FLAG_COMMAND, FLAG_MORE};
 use crate::fd::EventFd;
 use crate::mr_cache::{CacheStats, CachedMr, MrCache};
 use crate::provider::{
-    self, Access, Cq, Device, Endpoint, InitAttr, ModifyQp, Mr, Pd, PostError, Qp, QpCaps, QpInit,
-    RecvWr, RemoteAddr, RtrAttr, RtsAttr, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus,
-    WorkCompletion,
+    self, Access, Cq, Device, Endpoint, InitAttr, ModifyQp, Mr, Mw, Pd, PostError, Qp, QpCaps,
+    QpInit, RecvWr, RemoteAddr, RtrAttr, RtsAttr, SendFlags, SendOp, SendWr, Sge, WcOpcode,
+    WcStatus, WorkCompletion,
 };
 use crate::region::Region;
 use crate::ring::{Kind, Op, Ring, RingConfig, RingError, RingStats, MAILBOX_LEN};
@@ -55,8 +55,12 @@ pub struct DataPathConfig {
     pub mr_cache_entries: usize,
     /// Bytes of idle registrations kept by the cache.
     pub mr_cache_bytes: usize,
-    /// Cache registrations (`RZMQ_RDMA_MR_CACHE`, default on).
-    pub mr_cache: bool,
+    /// Cache registrations (`RZMQ_RDMA_MR_CACHE`; `None`: on for the soft provider, off for
+    /// ibverbs, see [`crate::mr_cache`]'s hazard note).
+    pub mr_cache: Option<bool>,
+    /// Expose rendezvous frames through memory windows when the device has them
+    /// (`RZMQ_RDMA_MW`, default on); off: one registration per frame.
+    pub use_mws: bool,
     /// RTS attributes (timeout, retries; the PSN is chosen here).
     pub rts: RtsAttr,
     /// RNR timer code advertised to the peer.
@@ -74,7 +78,8 @@ impl Default for DataPathConfig {
             inbox_max: 1024,
             mr_cache_entries: 1024,
             mr_cache_bytes: 1 << 30,
-            mr_cache: true,
+            mr_cache: None,
+            use_mws: true,
             rts: RtsAttr::new(0),
             min_rnr_timer: 12,
         }
@@ -87,6 +92,7 @@ impl DataPathConfig {
         DataPathConfig {
             rndv_threshold: crate::rndv::threshold_from_env(),
             mr_cache: MrCache::enabled_from_env(),
+            use_mws: std::env::var("RZMQ_RDMA_MW").map_or(true, |v| v != "0"),
             ..DataPathConfig::default()
         }
     }
@@ -245,9 +251,22 @@ pub struct Stats {
 const T_RECV: u64 = 1;
 const T_WRITE: u64 = 2;
 const T_READ: u64 = 3;
+const T_MW: u64 = 4;
 
 fn wr_id(t: u64, covered: Option<u32>, token: u64) -> u64 {
     (t << 56) | (u64::from(covered.unwrap_or(0)) & 0xffff) << 40 | (token & 0xff_ffff_ffff)
+}
+
+/// What a rendezvous frame holds until its FIN: the frame itself (so its buffer, and an
+/// external buffer's release callback, lives on) and what grants the peer its READ.
+struct Hold {
+    /// The window bound exactly over the frame, READ only, and its rkey; invalidated at FIN.
+    mw: Option<(Arc<dyn Mw>, u32)>,
+    /// With windows: the cached registration the window is bound on (no remote rights itself).
+    _cached: Option<CachedMr>,
+    /// Without windows: this frame's own REMOTE_READ registration, deregistered at FIN.
+    _own: Option<Arc<dyn Mr>>,
+    _msg: Msg,
 }
 
 /// The data path of one connection. Fields drop in order: the QP first (the NIC stops), then
@@ -262,7 +281,13 @@ pub struct DataPath {
     regions: Option<(Region, Region)>,
     peer: Option<ConnectInfo>,
     inbox: Inbox<Msg, PoolBuf>,
-    rndv_tx: RndvSender<(CachedMr, Msg)>,
+    rndv_tx: RndvSender<Hold>,
+    /// Unbound memory windows ready for the next rendezvous frame.
+    free_mws: Vec<Arc<dyn Mw>>,
+    /// The device has memory windows (else each frame is registered on its own).
+    use_mws: bool,
+    /// Receive side: the last rendezvous descriptor seen (addr, len, rkey), for diagnostics.
+    last_desc: Option<(u64, u64, u32)>,
     pool: Pool,
     cache: MrCache,
     _pd: Arc<dyn Pd>,
@@ -300,14 +325,26 @@ impl DataPath {
         dev: Arc<dyn Device>,
         cfg: DataPathConfig,
     ) -> Result<(DataPath, ConnectInfo), DataPathError> {
+        let dev_kind = dev.info().provider;
         let pd = dev.alloc_pd()?;
         let rc = &cfg.ring;
-        let cq = dev.create_cq(rc.max_send_wr + 2 * rc.recv_depth + cfg.max_reads as u32 + 64)?;
+        // Binds and invalidations (two per rendezvous frame in flight) take send-queue slots
+        // beside the ring's own.
+        let mw_wrs = 2 * cfg.max_rndv_in_flight as u32;
+        let cq =
+            dev.create_cq(rc.max_send_wr + mw_wrs + 2 * rc.recv_depth + cfg.max_reads as u32 + 64)?;
+        // Memory windows when the device has them: the registration cache then grants nothing
+        // remotely by itself, and each frame's window covers exactly its bytes until its FIN.
+        let first_mw = if cfg.use_mws {
+            pd.alloc_mw().ok()
+        } else {
+            None
+        };
         let qp = pd.create_qp(&QpInit {
             send_cq: cq.clone(),
             recv_cq: cq.clone(),
             caps: QpCaps {
-                max_send_wr: rc.max_send_wr,
+                max_send_wr: rc.max_send_wr + mw_wrs,
                 max_recv_wr: rc.recv_depth,
                 max_send_sge: 1,
                 max_recv_sge: 1,
@@ -363,7 +400,8 @@ impl DataPath {
             Box::new(pd.clone()),
             cfg.mr_cache_entries,
             cfg.mr_cache_bytes,
-            cfg.mr_cache,
+            cfg.mr_cache
+                .unwrap_or(dev_kind == crate::provider::ProviderKind::Soft),
         );
         Ok((
             DataPath {
@@ -377,6 +415,9 @@ impl DataPath {
                 peer: None,
                 inbox: Inbox::new(cfg.max_reads),
                 rndv_tx: RndvSender::new(),
+                use_mws: first_mw.is_some(),
+                free_mws: first_mw.into_iter().collect(),
+                last_desc: None,
                 pool,
                 cache,
                 _pd: pd,
@@ -449,6 +490,11 @@ impl DataPath {
         s
     }
 
+    /// The protection domain (tests of what a peer can reach register their buffers in it).
+    pub fn pd(&self) -> &Arc<dyn Pd> {
+        &self._pd
+    }
+
     /// The queue pair (state queries, soft fault injection).
     pub fn qp(&self) -> &Arc<dyn Qp> {
         &self.qp
@@ -500,29 +546,73 @@ impl DataPath {
             if self.rndv_tx.in_flight() >= self.cfg.max_rndv_in_flight {
                 return Ok(Some(msg));
             }
+            if !ring.has_room(DESC_LEN) {
+                let _ = ring.send(Kind::Rndv, flags, &[0; DESC_LEN]); // counts the stall
+                return Ok(Some(msg));
+            }
             // Frames this large live in heap storage (owned or external) whose address does not
             // change while the Msg exists, and the Msg is held until the FIN.
             let addr = msg.data().as_ptr() as *mut u8;
-            // SAFETY: the Msg keeps the memory alive until its FIN (held in rndv_tx with the
-            // registration); a cached registration outliving it is covered by mr_cache's rules.
-            let cached = match unsafe { self.cache.get(addr, len, Access::REMOTE_READ) } {
-                Ok(c) => c,
-                Err(e) => return self.fail(e.into()),
+            let (hold_mw, cached, own, rkey) = if self.use_mws {
+                if !ring.sq_slot_unsignaled() {
+                    return Ok(Some(msg));
+                }
+                // SAFETY: the Msg keeps the memory alive until its FIN (held with the
+                // registration); a cached registration that outlives it grants no remote
+                // access (windows do, and they are invalidated at the FIN).
+                let cached = match unsafe { self.cache.get(addr, len, Access::MW_BIND) } {
+                    Ok(c) => c,
+                    Err(e) => return self.fail(e.into()),
+                };
+                let mw = match self.free_mws.pop() {
+                    Some(mw) => mw,
+                    None => match self._pd.alloc_mw() {
+                        Ok(mw) => mw,
+                        Err(e) => return self.fail(e.into()),
+                    },
+                };
+                let bound = self.qp.bind_mw(
+                    wr_id(T_MW, None, 0),
+                    &*mw,
+                    &**cached.mr(),
+                    addr as u64,
+                    len as u64,
+                    Access::REMOTE_READ,
+                );
+                match bound {
+                    Ok(rkey) => (Some((mw, rkey)), Some(cached), None, rkey),
+                    Err(e) => return self.fail(e.into()),
+                }
+            } else {
+                // SAFETY: as above; this registration is the frame's own and is dropped
+                // (deregistered) at the FIN.
+                match unsafe { self._pd.reg_mr(addr, len, Access::REMOTE_READ) } {
+                    Ok(mr) => {
+                        let rkey = mr.rkey();
+                        (None, None, Some(mr), rkey)
+                    }
+                    Err(e) => return self.fail(e.into()),
+                }
             };
+            let ring = self.ring.as_mut().expect("checked");
             let desc = Descriptor {
                 token: self.rndv_tx.next_token(),
                 addr: addr as u64,
                 len: len as u64,
-                rkey: cached.mr().rkey(),
+                rkey,
             };
             match ring.send(Kind::Rndv, flags, &desc.encode()) {
                 Ok(true) => {}
-                Ok(false) => return Ok(Some(msg)),
+                Ok(false) => return self.fail(DataPathError::Setup("ring room vanished")),
                 Err(e) => return self.fail(e.into()),
             }
-            let d = self
-                .rndv_tx
-                .start((cached, msg), desc.addr, desc.len, desc.rkey);
+            let hold = Hold {
+                mw: hold_mw,
+                _cached: cached,
+                _own: own,
+                _msg: msg,
+            };
+            let d = self.rndv_tx.start(hold, desc.addr, desc.len, desc.rkey);
             debug_assert_eq!(d, desc);
             self.stats.rndv_tx += 1;
         }
@@ -541,6 +631,18 @@ impl DataPath {
     /// Why the data path failed, once it has.
     pub fn failure(&self) -> Option<&str> {
         self.failure.as_deref()
+    }
+
+    /// Whether rendezvous frames are exposed through memory windows (else through a
+    /// registration of their own each).
+    pub fn uses_memory_windows(&self) -> bool {
+        self.use_mws
+    }
+
+    /// Receive side: the last rendezvous descriptor seen (address, length, rkey), for
+    /// diagnostics and the tests of what a peer can reach.
+    pub fn last_descriptor(&self) -> Option<(u64, u64, u32)> {
+        self.last_desc
     }
 
     /// Grows whenever [`DataPath::process`] handles a completion or takes a record (compare
@@ -635,9 +737,26 @@ impl DataPath {
             .peer_credits()
             .rndv_done;
         match self.rndv_tx.on_fin(done) {
-            // Dropping the holds deregisters (or returns to the cache) and releases the frames:
-            // an external buffer's release callback runs here, after the peer's READ.
-            Ok(released) => drop(released),
+            // The peer has read these frames: their windows are invalidated (a replayed
+            // descriptor now fails), then dropping the holds returns registrations to the cache
+            // (or deregisters them) and releases the frames: an external buffer's release
+            // callback runs here, after the peer's READ.
+            Ok(released) => {
+                for mut h in released {
+                    if let Some((mw, rkey)) = h.mw.take() {
+                        let ring = self.ring.as_mut().expect("checked");
+                        if !ring.sq_slot_unsignaled() {
+                            // The queue is full: give up the window rather than leave it valid.
+                            drop(mw);
+                            continue;
+                        }
+                        if let Err(e) = self.qp.invalidate_mw(wr_id(T_MW, None, 0), rkey) {
+                            return self.fail(e.into());
+                        }
+                        self.free_mws.push(mw);
+                    }
+                }
+            }
             Err(e) => return self.fail(e.into()),
         }
         if let Err(e) = self.pull_records().and_then(|_| self.issue_reads()) {
@@ -691,6 +810,7 @@ impl DataPath {
                         return Err(RndvError::Protocol("descriptor length").into());
                     }
                     let d = Descriptor::decode(rec.data)?;
+                    self.last_desc = Some((d.addr, d.len, d.rkey));
                     if d.len > 1 << 31 {
                         return Err(RndvError::Protocol("rendezvous frame too large").into());
                     }

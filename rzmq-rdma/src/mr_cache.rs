@@ -8,9 +8,12 @@
 //!
 //! Hazard on real hardware: a registration pins the pages it saw. If the application frees a
 //! cached buffer and a later allocation reuses the same virtual range, the cached MR still maps
-//! the old pages. Callers must either invalidate on free (the C ABI layer can for buffers it
-//! frees), register with [`Access::ON_DEMAND`] where the device supports ODP, or disable the
-//! cache (`RZMQ_RDMA_MR_CACHE=0`). The soft provider reads through the page tables and is immune.
+//! the old pages (a peer would read stale bytes). The data path therefore caches by default only
+//! on the soft provider, which reads through the page tables and is immune; on ibverbs the cache
+//! is opt-in (`RZMQ_RDMA_MR_CACHE=1`, for applications that keep their tensor buffers alive, as
+//! pools do), and `RZMQ_RDMA_MR_CACHE=0` turns it off everywhere. Exposure is not a hazard: the
+//! data path registers cached buffers without remote rights and grants each frame through a
+//! memory window bound to exactly its bytes (see `datapath`).
 //!
 //! This module knows nothing of rings or messages.
 
@@ -163,9 +166,10 @@ impl MrCache {
         }
     }
 
-    /// Enabled unless `RZMQ_RDMA_MR_CACHE=0`.
-    pub fn enabled_from_env() -> bool {
-        std::env::var("RZMQ_RDMA_MR_CACHE").map_or(true, |v| v != "0")
+    /// `RZMQ_RDMA_MR_CACHE`: `Some(false)` for `0`, `Some(true)` for any other value, `None`
+    /// when unset (the data path then decides per provider).
+    pub fn enabled_from_env() -> Option<bool> {
+        std::env::var("RZMQ_RDMA_MR_CACHE").ok().map(|v| v != "0")
     }
 
     /// A registration covering exactly `addr..addr+len` with at least `access`.
@@ -294,6 +298,9 @@ pub(crate) mod tests {
     }
 
     impl Mr for FakeMr {
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
         fn addr(&self) -> u64 {
             self.addr
         }

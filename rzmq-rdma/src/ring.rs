@@ -406,6 +406,31 @@ impl Ring {
 
     // ----- transmit -----------------------------------------------------------------------
 
+    /// Whether [`Ring::send`] of a `len`-byte payload would find room now.
+    pub fn has_room(&self, len: usize) -> bool {
+        if len > self.max_payload() {
+            return false;
+        }
+        let rec = align8((REC_HDR + len) as u64);
+        let pos = self.head % self.peer_size;
+        let to_end = self.peer_size - pos;
+        let need = if rec > to_end { to_end + rec } else { rec };
+        self.head - self.peer.consumed + need <= self.peer_size
+    }
+
+    /// Takes a send-queue slot for an unsignaled WR the owner posts itself (memory-window binds
+    /// and invalidations): a later signaled WR covers it. False when only one slot is left: it
+    /// stays for a signaled WR, without which unsignaled slots would never be freed.
+    pub fn sq_slot_unsignaled(&mut self) -> bool {
+        if self.sq_outstanding + 2 > self.cfg.max_send_wr {
+            self.stats.sq_stalls += 1;
+            return false;
+        }
+        self.sq_outstanding += 1;
+        self.unsignaled += 1;
+        true
+    }
+
     /// Stages one record in the mirror. `Ok(false)`: no ring space until the peer returns
     /// credits (the stall is counted); nothing was written and the caller keeps its frame.
     pub fn send(&mut self, kind: Kind, flags: u8, data: &[u8]) -> Result<bool, RingError> {

@@ -910,3 +910,224 @@ fn two_processes_then_peer_killed() {
         vec![(3, WcStatus::RetryExcErr), (4, WcStatus::WrFlushErr)]
     );
 }
+
+/// Splits a soft endpoint's provider bytes: device id, the QP's wire secret, wire address.
+fn soft_extra(ep: &Endpoint) -> (u64, u64, String) {
+    let e = &ep.extra;
+    (
+        u64::from_be_bytes(e[0..8].try_into().unwrap()),
+        u64::from_be_bytes(e[8..16].try_into().unwrap()),
+        String::from_utf8(e[16..].to_vec()).unwrap(),
+    )
+}
+
+#[test]
+fn a_third_party_without_the_qp_secret_cannot_attach_a_wire() {
+    use std::io::{Read, Write};
+    let a = Side::new(
+        SoftConfig::default(),
+        QpCaps::default(),
+        false,
+        1 << 16,
+        rw(),
+    );
+    let b = Side::new(
+        SoftConfig::default(),
+        QpCaps::default(),
+        false,
+        1 << 16,
+        rw(),
+    );
+    let ea = a.qp.endpoint(1).unwrap();
+    let eb = b.qp.endpoint(1).unwrap();
+    let (a_dev, _, a_addr) = soft_extra(&ea);
+    let (b_dev, b_secret, b_addr) = soft_extra(&eb);
+    // The end with the larger (device, qpn) listens; impersonate the other one towards it.
+    let (lis, lis_ep, lis_addr, imp_dev, imp_qpn, lis_secret) = if (a_dev, ea.qpn) > (b_dev, eb.qpn)
+    {
+        (&a, &ea, a_addr, b_dev, eb.qpn, soft_extra(&ea).1)
+    } else {
+        (&b, &eb, b_addr, a_dev, ea.qpn, b_secret)
+    };
+    let other = if std::ptr::eq(lis, &a) { &b } else { &a };
+    let other_ep = if std::ptr::eq(lis, &a) {
+        eb.clone()
+    } else {
+        ea.clone()
+    };
+    lis.qp.modify(&ModifyQp::Init(InitAttr::new(1))).unwrap();
+    lis.qp
+        .modify(&ModifyQp::Rtr(RtrAttr::new(other_ep)))
+        .unwrap();
+    let WireAddr::Tcp(sa) = WireAddr::parse(&lis_addr).unwrap() else {
+        panic!("tcp wire expected")
+    };
+    // A well-formed hello with every public number right and the secret guessed wrong.
+    let mut hello = Vec::new();
+    hello.extend_from_slice(b"RZSW");
+    hello.extend_from_slice(&imp_dev.to_be_bytes());
+    hello.extend_from_slice(&imp_qpn.to_be_bytes());
+    hello.extend_from_slice(&soft_extra(lis_ep).0.to_be_bytes());
+    hello.extend_from_slice(&lis_ep.qpn.to_be_bytes());
+    hello.extend_from_slice(&(lis_secret ^ 1).to_be_bytes());
+    hello.resize(40, 0);
+    let mut s = std::net::TcpStream::connect(sa).unwrap();
+    s.write_all(&hello).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut byte = [0u8; 1];
+    assert!(
+        matches!(s.read(&mut byte), Ok(0) | Err(_)),
+        "the listener kept a wire with a wrong secret"
+    );
+    // The real peer still connects and traffic flows both ways.
+    let lis_ep2 = Endpoint::from_bytes(&lis_ep.to_bytes()).unwrap();
+    other.qp.modify(&ModifyQp::Init(InitAttr::new(1))).unwrap();
+    other
+        .qp
+        .modify(&ModifyQp::Rtr(RtrAttr::new(lis_ep2)))
+        .unwrap();
+    for side in [lis, other] {
+        side.qp
+            .modify(&ModifyQp::Rts(RtsAttr {
+                sq_psn: 1,
+                ..fast_rts()
+            }))
+            .unwrap();
+    }
+    let s1 = [lis.sge(0, 100)];
+    lis.post(&[wr(1, &s1, SendOp::RdmaWrite(other.remote(0)), SIG)])
+        .unwrap();
+    let s2 = [other.sge(200, 100)];
+    other
+        .post(&[wr(2, &s2, SendOp::RdmaWrite(lis.remote(200)), SIG)])
+        .unwrap();
+    assert_eq!(wait(&lis.scq, 1)[0].status, WcStatus::Success);
+    assert_eq!(wait(&other.scq, 1)[0].status, WcStatus::Success);
+}
+
+#[test]
+fn memory_windows_grant_exactly_their_range_until_invalidated() {
+    let caps = QpCaps::default();
+    let mut a = Side::new(SoftConfig::default(), caps, false, 1 << 16, rw());
+    let b = Side::new(
+        SoftConfig::default(),
+        caps,
+        false,
+        1 << 16,
+        Access::LOCAL_WRITE | Access::MW_BIND,
+    );
+    connect(&a, &b, fast_rts(), 1);
+    for (i, x) in a.buf_mut().iter_mut().enumerate() {
+        *x = i as u8;
+    }
+    let mw = b._pd.alloc_mw().unwrap();
+    let base = b.buf.as_ptr() as u64;
+    // The MR itself grants nothing remotely.
+    let s = [a.sge(0, 16)];
+    a.post(&[wr(1, &s, SendOp::RdmaRead(b.remote(0)), SIG)])
+        .unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::RemAccessErr);
+    drop((a, b, mw));
+
+    let a = Side::new(SoftConfig::default(), caps, false, 1 << 16, rw());
+    let b = Side::new(
+        SoftConfig::default(),
+        caps,
+        false,
+        1 << 16,
+        Access::LOCAL_WRITE | Access::MW_BIND,
+    );
+    connect(&a, &b, fast_rts(), 1);
+    let mw = b._pd.alloc_mw().unwrap();
+    let base2 = b.buf.as_ptr() as u64;
+    let old = mw.rkey();
+    let rkey =
+        b.qp.bind_mw(9, &*mw, &*b.mr, base2 + 4096, 1024, Access::REMOTE_READ)
+            .unwrap();
+    assert_eq!(rkey, inc_rkey(old));
+    assert_ne!(rkey, old);
+    // Inside the window: fine.
+    let s = [a.sge(0, 1024)];
+    let at = |off: u64, rkey: u32| RemoteAddr {
+        addr: base2 + off,
+        rkey,
+    };
+    a.post(&[wr(1, &s, SendOp::RdmaRead(at(4096, rkey)), SIG)])
+        .unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::Success);
+    // WRITE through a READ-only window: refused (and the QPs go to ERR).
+    let s = [a.sge(0, 8)];
+    a.post(&[wr(2, &s, SendOp::RdmaWrite(at(4096, rkey)), SIG)])
+        .unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::RemAccessErr);
+    let _ = base;
+}
+
+#[test]
+fn memory_window_misuse_is_rejected_like_hardware() {
+    let caps = QpCaps::default();
+    let a = Side::new(SoftConfig::default(), caps, false, 1 << 16, rw());
+    // The MR lacks MW_BIND.
+    let b = Side::new(
+        SoftConfig::default(),
+        caps,
+        false,
+        1 << 16,
+        Access::LOCAL_WRITE,
+    );
+    let mw = b._pd.alloc_mw().unwrap();
+    // Before RTS: EINVAL-style state error.
+    let err =
+        b.qp.bind_mw(
+            1,
+            &*mw,
+            &*b.mr,
+            b.buf.as_ptr() as u64,
+            16,
+            Access::REMOTE_READ,
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidState { .. }), "{err}");
+    connect(&a, &b, fast_rts(), 1);
+    b.qp.bind_mw(
+        2,
+        &*mw,
+        &*b.mr,
+        b.buf.as_ptr() as u64,
+        16,
+        Access::REMOTE_READ,
+    )
+    .unwrap();
+    let wc = wait(&b.scq, 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (2, WcStatus::MwBindErr));
+    assert!(wait_state(&b.qp, QpState::Err));
+}
+
+#[test]
+fn invalidated_window_refuses_the_old_rkey() {
+    let caps = QpCaps::default();
+    let a = Side::new(SoftConfig::default(), caps, false, 1 << 16, rw());
+    let b = Side::new(
+        SoftConfig::default(),
+        caps,
+        false,
+        1 << 16,
+        Access::LOCAL_WRITE | Access::MW_BIND,
+    );
+    connect(&a, &b, fast_rts(), 1);
+    let mw = b._pd.alloc_mw().unwrap();
+    let base = b.buf.as_ptr() as u64;
+    let rkey =
+        b.qp.bind_mw(1, &*mw, &*b.mr, base, 4096, Access::REMOTE_READ)
+            .unwrap();
+    b.qp.invalidate_mw(2, rkey).unwrap();
+    let s = [a.sge(0, 64)];
+    a.post(&[wr(
+        3,
+        &s,
+        SendOp::RdmaRead(RemoteAddr { addr: base, rkey }),
+        SIG,
+    )])
+    .unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::RemAccessErr);
+}

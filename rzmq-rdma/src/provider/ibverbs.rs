@@ -404,6 +404,24 @@ impl Pd for IbvPd {
         }))
     }
 
+    fn alloc_mw(&self) -> Result<Arc<dyn Mw>> {
+        // SAFETY: valid PD; ibv_alloc_mw sets errno (EOPNOTSUPP without memory windows).
+        let mw = unsafe { sys::ibv_alloc_mw(self.h.pd, sys::ibv_mw_type::IBV_MW_TYPE_2) };
+        if mw.is_null() {
+            return Err(Error::Verbs {
+                call: "ibv_alloc_mw",
+                errno: errno(),
+            });
+        }
+        // SAFETY: mw was just allocated and is valid.
+        let rkey = unsafe { (*mw).rkey };
+        Ok(Arc::new(IbvMw {
+            _pd: self.h.clone(),
+            mw,
+            rkey: std::sync::atomic::AtomicU32::new(rkey),
+        }))
+    }
+
     fn create_qp(&self, init: &QpInit) -> Result<Arc<dyn Qp>> {
         let cq_of = |c: &Arc<dyn Cq>| {
             c.as_any()
@@ -455,6 +473,34 @@ impl Pd for IbvPd {
     }
 }
 
+struct IbvMw {
+    _pd: Arc<PdHandle>,
+    mw: *mut sys::ibv_mw,
+    /// The rkey of the current binding (type-2 windows: tracked by the consumer).
+    rkey: std::sync::atomic::AtomicU32,
+}
+
+// SAFETY: a memory window is a handle usable from any thread; its rkey is atomic.
+unsafe impl Send for IbvMw {}
+// SAFETY: as above.
+unsafe impl Sync for IbvMw {}
+
+impl Mw for IbvMw {
+    fn rkey(&self) -> u32 {
+        self.rkey.load(std::sync::atomic::Ordering::Acquire)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl Drop for IbvMw {
+    fn drop(&mut self) {
+        // SAFETY: allocated by ibv_alloc_mw, deallocated once.
+        unsafe { sys::ibv_dealloc_mw(self.mw) };
+    }
+}
+
 struct IbvMr {
     _pd: Arc<PdHandle>,
     mr: *mut sys::ibv_mr,
@@ -467,6 +513,9 @@ unsafe impl Send for IbvMr {}
 unsafe impl Sync for IbvMr {}
 
 impl Mr for IbvMr {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
     fn addr(&self) -> u64 {
         // SAFETY: valid MR for our lifetime.
         unsafe { (*self.mr).addr as u64 }
@@ -891,6 +940,65 @@ impl Qp for IbvQp {
             unsafe { bad.offset_from(base) }.max(0) as usize
         };
         Err(post_error("ibv_post_recv", rc, index, &self.caps))
+    }
+
+    fn bind_mw(
+        &self,
+        wr_id: u64,
+        mw: &dyn Mw,
+        mr: &dyn Mr,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<u32> {
+        let mw = mw
+            .as_any()
+            .downcast_ref::<IbvMw>()
+            .ok_or(Error::InvalidArgument(
+                "memory window from another provider",
+            ))?;
+        let mr = mr
+            .as_any()
+            .downcast_ref::<IbvMr>()
+            .ok_or(Error::InvalidArgument("MR from another provider"))?;
+        let new = inc_rkey(mw.rkey());
+        // SAFETY: ibv_send_wr is plain data with unions; zero is a valid bit pattern.
+        let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
+        wr.wr_id = wr_id;
+        wr.opcode = sys::ibv_wr_opcode::IBV_WR_BIND_MW;
+        wr.bind_mw_tso_union.bind_mw = sys::bind_mw_t {
+            mw: mw.mw,
+            rkey: new,
+            bind_info: sys::ibv_mw_bind_info {
+                mr: mr.mr,
+                addr,
+                length: len,
+                mw_access_flags: access.0,
+            },
+        };
+        let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
+        // SAFETY: one valid WR (no SGEs) whose MW and MR outlive the call.
+        let rc = unsafe { sys::ibv_post_send(self.qp, &mut wr, &mut bad) };
+        if rc != 0 {
+            return Err(post_error("ibv_post_send", rc, 0, &self.caps).error);
+        }
+        mw.rkey.store(new, std::sync::atomic::Ordering::Release);
+        Ok(new)
+    }
+
+    fn invalidate_mw(&self, wr_id: u64, rkey: u32) -> Result<()> {
+        // SAFETY: ibv_send_wr is plain data with unions; zero is a valid bit pattern.
+        let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
+        wr.wr_id = wr_id;
+        wr.opcode = sys::ibv_wr_opcode::IBV_WR_LOCAL_INV;
+        wr.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
+        let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
+        // SAFETY: one valid WR without SGEs.
+        let rc = unsafe { sys::ibv_post_send(self.qp, &mut wr, &mut bad) };
+        if rc != 0 {
+            return Err(post_error("ibv_post_send", rc, 0, &self.caps).error);
+        }
+        Ok(())
     }
 
     fn as_any(&self) -> &dyn Any {

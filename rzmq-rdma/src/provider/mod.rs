@@ -242,6 +242,8 @@ impl Access {
     pub const REMOTE_WRITE: Access = Access(2);
     /// Peers may RDMA READ the region.
     pub const REMOTE_READ: Access = Access(4);
+    /// Memory windows may be bound to the region (`IBV_ACCESS_MW_BIND`).
+    pub const MW_BIND: Access = Access(16);
     /// On-demand paging (no pinning; the NIC follows page-table changes). Not all devices.
     pub const ON_DEMAND: Access = Access(64);
 
@@ -929,6 +931,12 @@ pub trait Pd: Send + Sync {
     unsafe fn reg_mr(&self, addr: *mut u8, len: usize, access: Access) -> Result<Arc<dyn Mr>>;
     /// `ibv_create_qp` for an RC QP.
     fn create_qp(&self, init: &QpInit) -> Result<Arc<dyn Qp>>;
+    /// `ibv_alloc_mw(pd, IBV_MW_TYPE_2)`: a memory window, unbound (its rkey grants nothing
+    /// until [`Qp::bind_mw`]). Devices without memory windows: [`Error::Unsupported`] or the
+    /// verbs error (`EOPNOTSUPP`).
+    fn alloc_mw(&self) -> Result<Arc<dyn Mw>> {
+        Err(Error::Unsupported("memory windows"))
+    }
     /// Downcasting for provider-specific calls.
     fn as_any(&self) -> &dyn Any;
 }
@@ -949,6 +957,23 @@ pub trait Mr: Send + Sync {
     fn rkey(&self) -> u32;
     /// The access rights it was registered with.
     fn access(&self) -> Access;
+    /// Downcasting for provider-specific calls (memory-window binds).
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A type-2 memory window (`struct ibv_mw`): remote access to exactly the range it is bound to,
+/// through the QP that bound it, until invalidated. Deallocated when dropped.
+pub trait Mw: Send + Sync {
+    /// The rkey of the current (or last) binding.
+    fn rkey(&self) -> u32;
+    /// Downcasting for provider-specific calls.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// The next rkey of a type-2 memory window (`ibv_inc_rkey`): the low 8 bits (the key the
+/// consumer owns) incremented, so that a stale rkey never matches a new binding.
+pub fn inc_rkey(rkey: u32) -> u32 {
+    (rkey & 0xffff_ff00) | (rkey.wrapping_add(1) & 0xff)
 }
 
 /// A completion queue with its completion channel (`struct ibv_cq` + `ibv_comp_channel`).
@@ -994,6 +1019,28 @@ pub trait Qp: Send + Sync {
     unsafe fn post_send(&self, wrs: &[SendWr<'_>]) -> std::result::Result<(), PostError>;
     /// `ibv_post_recv`. Allowed from INIT on; in ERR the WRs complete with `WR_FLUSH_ERR`.
     fn post_recv(&self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError>;
+    /// Posts an unsignaled `IBV_WR_BIND_MW`: `mw` grants `access` (remote rights only) to
+    /// `len` bytes at `addr` of `mr`, which must carry [`Access::MW_BIND`], through this QP;
+    /// returns the new rkey ([`inc_rkey`] of the old one; the old one stops working). Only in
+    /// RTS. WRs posted after it see the binding.
+    fn bind_mw(
+        &self,
+        wr_id: u64,
+        mw: &dyn Mw,
+        mr: &dyn Mr,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<u32> {
+        let _ = (wr_id, mw, mr, addr, len, access);
+        Err(Error::Unsupported("memory windows"))
+    }
+    /// Posts an unsignaled `IBV_WR_LOCAL_INV` of a memory window's `rkey`: from then on the
+    /// peer's accesses with it fail (`REM_ACCESS_ERR`).
+    fn invalidate_mw(&self, wr_id: u64, rkey: u32) -> Result<()> {
+        let _ = (wr_id, rkey);
+        Err(Error::Unsupported("memory windows"))
+    }
     /// Downcasting for provider-specific calls (soft fault injection).
     fn as_any(&self) -> &dyn Any;
 }

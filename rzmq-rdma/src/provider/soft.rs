@@ -320,6 +320,7 @@ struct Shared {
     next_key: AtomicU32,
     next_qpn: AtomicU32,
     next_pdn: AtomicU32,
+    next_mw: AtomicU32,
     qps: Mutex<HashMap<u32, Arc<QpShared>>>,
     doorbell: EventFd,
     shutdown: AtomicBool,
@@ -403,6 +404,7 @@ impl SoftDevice {
             next_key: AtomicU32::new(((seed >> 32) as u32 & 0x00ff_ffff) | 1),
             next_qpn: AtomicU32::new(((seed >> 8) as u32 & 0x7fff) | 0x100),
             next_pdn: AtomicU32::new(1),
+            next_mw: AtomicU32::new(1),
             qps: Mutex::new(HashMap::new()),
             doorbell: EventFd::new()?,
             shutdown: AtomicBool::new(false),
@@ -537,6 +539,18 @@ impl Pd for SoftPd {
         }))
     }
 
+    fn alloc_mw(&self) -> Result<Arc<dyn Mw>> {
+        let idx = self.h.shared.next_mw.fetch_add(1, Ordering::Relaxed);
+        if idx >= 1 << 23 {
+            return Err(Error::InvalidArgument("memory windows exhausted"));
+        }
+        Ok(Arc::new(SoftMw {
+            h: self.h.clone(),
+            pdn: self.pdn,
+            rkey: AtomicU32::new(MW_KEY_BIT | (idx << 8)),
+        }))
+    }
+
     fn create_qp(&self, init: &QpInit) -> Result<Arc<dyn Qp>> {
         let send_cq = init
             .send_cq
@@ -571,6 +585,7 @@ impl Pd for SoftPd {
             sig_all: init.sq_sig_all,
             send_cq,
             recv_cq,
+            secret: random_u64(),
             inner: Mutex::new(QpInner::new()),
         });
         lock(&s.qps).insert(qpn, qp.clone());
@@ -586,6 +601,37 @@ impl Pd for SoftPd {
     }
 }
 
+/// rkeys of memory windows: top bit set (MR keys stay below it), then a 23-bit window index and
+/// the 8-bit key byte that each binding increments.
+const MW_KEY_BIT: u32 = 0x8000_0000;
+
+struct SoftMw {
+    h: Arc<DevHandle>,
+    pdn: u32,
+    rkey: AtomicU32,
+}
+
+impl Mw for SoftMw {
+    fn rkey(&self) -> u32 {
+        self.rkey.load(Ordering::Acquire)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl Drop for SoftMw {
+    fn drop(&mut self) {
+        // Deallocation invalidates the current binding (if any) at once.
+        self.h
+            .shared
+            .mrs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.rkey());
+    }
+}
+
 struct SoftMr {
     h: Arc<DevHandle>,
     key: u32,
@@ -595,6 +641,9 @@ struct SoftMr {
 }
 
 impl Mr for SoftMr {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
     fn addr(&self) -> u64 {
         self.addr
     }
@@ -716,20 +765,27 @@ impl Drop for SoftQp {
     }
 }
 
-fn encode_extra(dev: u64, addr: &WireAddr) -> Vec<u8> {
+fn encode_extra(dev: u64, secret: u64, addr: &WireAddr) -> Vec<u8> {
     let mut v = dev.to_be_bytes().to_vec();
+    v.extend_from_slice(&secret.to_be_bytes());
     v.extend_from_slice(addr.to_string().as_bytes());
     v
 }
 
-fn decode_extra(b: &[u8]) -> Result<(u64, WireAddr)> {
-    if b.len() < 9 {
+fn decode_extra(b: &[u8]) -> Result<(u64, u64, WireAddr)> {
+    if b.len() < 17 {
         return Err(Error::Descriptor("soft connect info too short"));
     }
     let mut id = [0u8; 8];
     id.copy_from_slice(&b[..8]);
-    let s = std::str::from_utf8(&b[8..]).map_err(|_| Error::Descriptor("soft address"))?;
-    Ok((u64::from_be_bytes(id), WireAddr::parse(s)?))
+    let mut secret = [0u8; 8];
+    secret.copy_from_slice(&b[8..16]);
+    let s = std::str::from_utf8(&b[16..]).map_err(|_| Error::Descriptor("soft address"))?;
+    Ok((
+        u64::from_be_bytes(id),
+        u64::from_be_bytes(secret),
+        WireAddr::parse(s)?,
+    ))
 }
 
 impl Qp for SoftQp {
@@ -753,7 +809,7 @@ impl Qp for SoftQp {
             lid: 0,
             gid: Gid::default(),
             mtu: Mtu::M4096,
-            extra: encode_extra(self.h.shared.id, &self.h.shared.addr),
+            extra: encode_extra(self.h.shared.id, self.qp.secret, &self.h.shared.addr),
         })
     }
 
@@ -788,7 +844,7 @@ impl Qp for SoftQp {
                     if a.remote.provider != ProviderKind::Soft {
                         return Err(Error::Descriptor("remote endpoint is not a soft QP"));
                     }
-                    let (dev, addr) = decode_extra(&a.remote.extra)?;
+                    let (dev, secret, addr) = decode_extra(&a.remote.extra)?;
                     g.remote = Some(Remote {
                         dev,
                         qpn: a.remote.qpn,
@@ -797,7 +853,7 @@ impl Qp for SoftQp {
                     g.min_rnr_timer = a.min_rnr_timer.min(31);
                     g.state = QpState::Rtr;
                     if (s.id, self.qp.qpn) < (dev, a.remote.qpn) {
-                        Some((addr, dev, a.remote.qpn))
+                        Some((addr, dev, a.remote.qpn, secret))
                     } else {
                         None
                     }
@@ -831,9 +887,9 @@ impl Qp for SoftQp {
                 }
             }
         };
-        if let Some((addr, dev, qpn)) = connect_to {
+        if let Some((addr, dev, qpn, secret)) = connect_to {
             // Connect outside the QP lock: the progress thread keeps serving other QPs.
-            let wire = match connect_wire(&addr, s.id, self.qp.qpn, dev, qpn) {
+            let wire = match connect_wire(&addr, s.id, self.qp.qpn, dev, qpn, secret) {
                 Ok(st) => Wire::new(st),
                 Err(_) => Wire::dead(),
             };
@@ -992,6 +1048,146 @@ impl Qp for SoftQp {
         Ok(())
     }
 
+    fn bind_mw(
+        &self,
+        wr_id: u64,
+        mw: &dyn Mw,
+        mr: &dyn Mr,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<u32> {
+        let mw = mw
+            .as_any()
+            .downcast_ref::<SoftMw>()
+            .ok_or(Error::InvalidArgument(
+                "memory window from another provider",
+            ))?;
+        let mr = mr
+            .as_any()
+            .downcast_ref::<SoftMr>()
+            .ok_or(Error::InvalidArgument("MR from another provider"))?;
+        let g = self.qp.lock();
+        match g.state {
+            QpState::Rts => {}
+            QpState::Err => {
+                // Posted in ERR: flushed, as every WR is.
+                self.qp.send_cq.push(
+                    wc(
+                        wr_id,
+                        WcStatus::WrFlushErr,
+                        WcOpcode::BindMw,
+                        0,
+                        None,
+                        self.qp.qpn,
+                    ),
+                    false,
+                );
+                return Ok(mw.rkey());
+            }
+            state => {
+                return Err(Error::InvalidState {
+                    op: "post_send(BIND_MW)",
+                    state,
+                })
+            }
+        }
+        let in_range = addr >= mr.addr
+            && addr
+                .checked_add(len)
+                .is_some_and(|end| end <= mr.addr + mr.len as u64);
+        let rights_ok = !access.contains(Access::LOCAL_WRITE)
+            && (!access.contains(Access::REMOTE_WRITE) || mr.access.contains(Access::LOCAL_WRITE));
+        if !mr.access.contains(Access::MW_BIND)
+            || mw.pdn != self.qp.pdn
+            || !in_range
+            || !rights_ok
+            || !Arc::ptr_eq(&mw.h.shared, &self.h.shared)
+        {
+            // A real NIC completes the bind with MW_BIND_ERR and moves the QP to ERR.
+            drop(g);
+            self.qp.send_cq.push(
+                wc(
+                    wr_id,
+                    WcStatus::MwBindErr,
+                    WcOpcode::BindMw,
+                    0,
+                    None,
+                    self.qp.qpn,
+                ),
+                false,
+            );
+            self.qp.lock().enter_err(&self.qp);
+            return Ok(mw.rkey());
+        }
+        // Executed at post time, in order with everything posted later (documented).
+        let new = inc_rkey(mw.rkey());
+        let mut mrs = self.h.shared.mrs.write().unwrap_or_else(|e| e.into_inner());
+        mrs.remove(&mw.rkey());
+        mrs.insert(
+            new,
+            MrEntry {
+                addr,
+                len,
+                access,
+                pdn: mw.pdn,
+            },
+        );
+        mw.rkey.store(new, Ordering::Release);
+        Ok(new)
+    }
+
+    fn invalidate_mw(&self, wr_id: u64, rkey: u32) -> Result<()> {
+        let g = self.qp.lock();
+        match g.state {
+            QpState::Rts => {}
+            QpState::Err => {
+                self.qp.send_cq.push(
+                    wc(
+                        wr_id,
+                        WcStatus::WrFlushErr,
+                        WcOpcode::LocalInv,
+                        0,
+                        None,
+                        self.qp.qpn,
+                    ),
+                    false,
+                );
+                return Ok(());
+            }
+            state => {
+                return Err(Error::InvalidState {
+                    op: "post_send(LOCAL_INV)",
+                    state,
+                })
+            }
+        }
+        drop(g);
+        let mut mrs = self.h.shared.mrs.write().unwrap_or_else(|e| e.into_inner());
+        match mrs.get(&rkey) {
+            Some(e) if rkey & MW_KEY_BIT != 0 && e.pdn == self.qp.pdn => {
+                mrs.remove(&rkey);
+                Ok(())
+            }
+            _ => {
+                drop(mrs);
+                self.qp.send_cq.push(
+                    wc(
+                        wr_id,
+                        WcStatus::LocProtErr,
+                        WcOpcode::LocalInv,
+                        0,
+                        None,
+                        self.qp.qpn,
+                    ),
+                    false,
+                );
+                self.qp.lock().enter_err(&self.qp);
+                Ok(())
+            }
+        }
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -1023,7 +1219,7 @@ fn wc(
 const PSN_MASK: u32 = 0xff_ffff;
 const HDR_LEN: usize = 48;
 const HDR_MAGIC: u16 = 0x5253;
-const HELLO_LEN: usize = 32;
+const HELLO_LEN: usize = 40;
 const HELLO_MAGIC: &[u8; 4] = b"RZSW";
 
 const K_SEND: u8 = 1;
@@ -1217,13 +1413,20 @@ impl Write for WireStream {
     }
 }
 
-fn hello(src_dev: u64, src_qpn: u32, dst_dev: u64, dst_qpn: u32) -> [u8; HELLO_LEN] {
+fn hello(
+    src_dev: u64,
+    src_qpn: u32,
+    dst_dev: u64,
+    dst_qpn: u32,
+    dst_secret: u64,
+) -> [u8; HELLO_LEN] {
     let mut b = [0u8; HELLO_LEN];
     b[0..4].copy_from_slice(HELLO_MAGIC);
     b[4..12].copy_from_slice(&src_dev.to_be_bytes());
     b[12..16].copy_from_slice(&src_qpn.to_be_bytes());
     b[16..24].copy_from_slice(&dst_dev.to_be_bytes());
     b[24..28].copy_from_slice(&dst_qpn.to_be_bytes());
+    b[28..36].copy_from_slice(&dst_secret.to_be_bytes());
     b
 }
 
@@ -1233,6 +1436,7 @@ fn connect_wire(
     src_qpn: u32,
     dst_dev: u64,
     dst_qpn: u32,
+    dst_secret: u64,
 ) -> io::Result<WireStream> {
     let mut s = match addr {
         WireAddr::Tcp(a) => {
@@ -1242,7 +1446,7 @@ fn connect_wire(
         }
         WireAddr::Unix(p) => WireStream::Unix(UnixStream::connect(p)?),
     };
-    s.write_all(&hello(src_dev, src_qpn, dst_dev, dst_qpn))?;
+    s.write_all(&hello(src_dev, src_qpn, dst_dev, dst_qpn, dst_secret))?;
     s.set_nonblocking(true)?;
     Ok(s)
 }
@@ -1401,6 +1605,10 @@ struct Remote {
 
 struct QpShared {
     qpn: u32,
+    /// Random per QP, published only in its endpoint: a wire that attaches to this QP must
+    /// present it, so only the peer that received the endpoint over the (authenticated) control
+    /// channel can, not a third party that guessed the device and QP numbers.
+    secret: u64,
     pdn: u32,
     caps: QpCaps,
     sig_all: bool,
@@ -2621,9 +2829,13 @@ fn serve_pending(sh: &Shared, pending: &mut Vec<Pending>) {
                     None => {}
                     Some(qp) => {
                         let mut g = qp.lock();
+                        // The wire must come from the configured peer QP and know this QP's
+                        // secret (constant-time enough: one 64-bit compare per attempt, and a
+                        // wrong guess closes the stream).
                         let matches = g
                             .remote
-                            .is_some_and(|r| r.dev == src_dev && r.qpn == src_qpn);
+                            .is_some_and(|r| r.dev == src_dev && r.qpn == src_qpn)
+                            && u64at(28) == qp.secret;
                         let ready = matches!(g.state, QpState::Rtr | QpState::Rts);
                         if matches && ready && g.wire.is_none() {
                             let p = pending.swap_remove(i);
