@@ -1084,24 +1084,34 @@ def report_main(paths, logs):
         print(f"   connector: {a['connector'].get('refs_sent', 0)} references instead of "
               f"{fmt_bytes(a['connector'].get('shared_bytes_saved', 0))}, {a['connector'].get('fetches_sent', 0)} "
               f"fetches after cache misses, {a['connector'].get('cache_evictions', 0)} cache evictions")
-    # transports reported by rzmq (RZMQ_RDMA_LOG=1) in each run's logs
+    # transports reported by rzmq (RZMQ_RDMA_LOG=1: one line per connection, and one with its
+    # counters when an RDMA connection ends) in each run's logs
     if logs:
         print()
         for mode, logdir in logs:
-            lines = []
+            up = tcp = refused = zc = 0
             for fn in sorted(os.listdir(logdir)) if os.path.isdir(logdir) else []:
                 with open(os.path.join(logdir, fn), errors="replace") as f:
                     for line in f:
-                        if line.startswith(("== ", "   ", "[omni]")):
-                            continue  # this script's own report lines
-                        if re.search(r"rdma|transport", line, re.I):
-                            lines.append(f"{fn[:-4]}: {line.strip()}")
-            if lines:
-                print(f"transport reported by rzmq in {mode}: {len(lines)} lines, e.g. {lines[0][:160]}")
-                for ln in lines[1:4]:
-                    print(f"   {ln[:160]}")
+                        if not line.startswith("rzmq["):
+                            continue
+                        if ": transport rdma/" in line:
+                            up += 1
+                        elif ": transport tcp" in line:
+                            tcp += 1
+                        elif "refused:" in line:
+                            refused += 1
+                        m = re.search(r"\((\d+) zero-copy reads\)", line)
+                        if m:
+                            zc += int(m.group(1))
+            if up or tcp or refused:
+                print(f"transport reported by rzmq in {mode}: {up} connection ends on RDMA, {tcp} on TCP, "
+                      f"{refused} refused; {zc} frames received zero-copy (RDMA READ)")
+                if mode.startswith("rzmq-rdma") and (tcp or refused or not up):
+                    ok = False
+                    print(f"   {mode}: expected every connection on RDMA")
             else:
-                print(f"transport reported by rzmq in {mode}: none (no RZMQ_RDMA_LOG output: tcp)")
+                print(f"transport reported by rzmq in {mode}: none logged (tcp)")
     # outputs across runs
     good = [(p, r) for p, r in runs if r]
     print()
