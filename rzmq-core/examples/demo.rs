@@ -44,7 +44,9 @@ fn client(endpoint: &str) -> rzmq_core::Result<()> {
 
 fn transport_name(code: u32) -> &'static str {
     match code {
-        monitor::TRANSPORT_RDMA => "RDMA (ZMTP handshake on TCP, then messages over an RC queue pair)",
+        monitor::TRANSPORT_RDMA => {
+            "RDMA (ZMTP handshake on TCP, then messages over an RC queue pair)"
+        }
         monitor::TRANSPORT_TCP => "TCP (ZMTP 3.1; the peer offered no RDMA)",
         monitor::TRANSPORT_REFUSED => "refused (RDMA required, not possible)",
         _ => "ended",

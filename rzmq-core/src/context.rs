@@ -249,6 +249,17 @@ impl CtxInner {
         Ok(())
     }
 
+    /// The socket bound at inproc `name` and its type (the ZAP client attaches a pipe to it).
+    pub(crate) fn inproc_bound_socket(
+        &self,
+        name: &str,
+    ) -> Option<(Arc<SocketShared>, SocketType)> {
+        let reg = lock(&self.inproc);
+        reg.bound
+            .get(name)
+            .map(|b| (b.socket.clone(), b.socket_type))
+    }
+
     pub(crate) fn inproc_unbind(&self, addr: &str, socket_id: u64) {
         let name = addr.strip_prefix("inproc://").unwrap_or(addr);
         let mut reg = lock(&self.inproc);

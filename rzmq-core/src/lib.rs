@@ -37,6 +37,7 @@ pub mod socks;
 pub mod spsc;
 
 pub mod transport;
+pub(crate) mod zap;
 pub mod zmtp;
 
 pub use context::Context;

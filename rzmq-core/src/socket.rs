@@ -665,6 +665,7 @@ impl Socket {
             options: Arc::new(self.options.clone()),
             monitor: self.monitor.clone(),
             connect_routing_id: None,
+            ctx: Arc::downgrade(self.ctx.inner()),
         }
     }
 

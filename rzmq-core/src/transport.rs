@@ -48,6 +48,8 @@ pub(crate) struct ConnSetup {
     pub options: Arc<Options>,
     pub monitor: Monitor,
     pub connect_routing_id: Option<Vec<u8>>,
+    /// The context, for the ZAP handler's inproc endpoint.
+    pub ctx: std::sync::Weak<CtxInner>,
 }
 
 enum IoCmd {
@@ -379,6 +381,7 @@ pub(crate) fn connect(
         listener: None,
         drop_partial: false,
         rdma_required,
+        zap: None,
     };
     io.shared
         .mailbox
@@ -475,6 +478,8 @@ struct Session {
     drop_partial: bool,
     /// An `rdma://` endpoint: connections must upgrade.
     rdma_required: bool,
+    /// The pipe pair to the ZAP handler while the handshake waits on it.
+    zap: Option<crate::zap::ZapClient>,
 }
 
 enum Object {
@@ -772,6 +777,7 @@ impl Reactor {
                         listener: Some(token),
                         drop_partial: false,
                         rdma_required,
+                        zap: None,
                     };
                     let _ = peer_ip;
                     self.objects
@@ -919,8 +925,18 @@ fn make_proto(
         socket_type: zmtp::SocketType::from_i32(setup.socket_type as i32)
             .unwrap_or(zmtp::SocketType::Pair),
         routing_id: o.routing_id.clone(),
-        mechanism: zmtp::Mechanism::Null,
-        as_server: false,
+        mechanism: match o.mechanism {
+            crate::options::PLAIN => zmtp::Mechanism::Plain,
+            crate::options::CURVE => zmtp::Mechanism::Curve,
+            _ => zmtp::Mechanism::Null,
+        },
+        as_server: o.as_server,
+        plain: zmtp::Credentials {
+            username: o.plain_username.clone(),
+            password: o.plain_password.clone(),
+        },
+        zap_domain: o.zap_domain.clone(),
+        zap_enforce_domain: o.zap_enforce_domain,
         maxmsgsize: o.maxmsgsize,
         metadata: o
             .metadata
@@ -1352,6 +1368,11 @@ impl Session {
     }
 
     fn on_pipe(&mut self, r: &mut Reactor, token: u64) -> Fate {
+        if self.zap.is_some() {
+            if let Some(f) = self.service_zap(r, token) {
+                return f;
+            }
+        }
         if let Some(e) = self.engine.as_ref() {
             // Reading resumes only where it had stopped for the socket's pipe; otherwise the
             // stream's own readiness drives reads (no speculative read per outgoing message).
@@ -1450,9 +1471,30 @@ impl Session {
                         r.schedule(at, token);
                     }
                 }
-                None
+                self.service_zap(r, token)
             }
             Progress::Closed(c) => Some(self.broken(r, token, c)),
+        }
+    }
+
+    /// Runs the ZAP exchange of a handshake that waits on it ([`crate::zap`]).
+    fn service_zap(&mut self, r: &mut Reactor, token: u64) -> Option<Fate> {
+        let target = self.target(r, token);
+        let Some(Proto::Zmtp(conn)) = self.engine.as_mut().map(|e| &mut e.proto) else {
+            return None;
+        };
+        let step = crate::zap::service(
+            &mut self.zap,
+            conn,
+            &self.setup.ctx,
+            || target,
+            &self.setup.monitor,
+            &self.endpoint,
+        );
+        match step {
+            crate::zap::Step::Idle => None,
+            crate::zap::Step::Progress => Some(self.on_ready(r, token, true, true)),
+            crate::zap::Step::Failed(e) => Some(self.broken(r, token, Closed::Protocol(e))),
         }
     }
 
@@ -1539,30 +1581,18 @@ impl Session {
         let fd = e.fd();
         let _ = r.poll.registry().deregister(e.stream.source());
         end_alt(r, &mut e, &why);
+        self.zap = None;
+        // Refused by authentication (ZAP said no, or the peer sent ERROR): as libzmq, whose
+        // session terminates on a protocol error, a connecting session does not try again.
+        let mut refused = false;
         if !self.handshaken {
-            match &why {
-                Closed::Protocol(pe) => match pe.protocol_code() {
-                    Some(code) => self.setup.monitor.event(
-                        monitor::EVENT_HANDSHAKE_FAILED_PROTOCOL,
-                        code,
-                        &self.monitor_endpoint,
-                    ),
-                    None => self.setup.monitor.event(
-                        monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL,
-                        0,
-                        &self.monitor_endpoint,
-                    ),
-                },
-                Closed::Upgrade(_) => self.setup.monitor.event(
-                    monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL,
-                    libc::EPROTONOSUPPORT as u32,
-                    &self.endpoint,
-                ),
-                _ => self.setup.monitor.event(
-                    monitor::EVENT_HANDSHAKE_FAILED_NO_DETAIL,
-                    libc::ECONNRESET as u32,
-                    &self.monitor_endpoint,
-                ),
+            let rejected = matches!(&e.proto, Proto::Zmtp(z) if z.is_rejected());
+            refused =
+                rejected || matches!(&why, Closed::Protocol(zmtp::ZmtpError::PeerError { .. }));
+            // (RDMA required and not possible: NO_DETAIL with EPROTONOSUPPORT, before any
+            // message moved.)
+            if let Some((ev, val)) = crate::zap::handshake_failure_event(&why, rejected) {
+                self.setup.monitor.event(ev, val, &self.monitor_endpoint);
             }
         }
         self.setup.monitor.event(
@@ -1574,6 +1604,7 @@ impl Session {
             self.setup.socket_type == SocketType::Stream && self.setup.options.stream_notify;
         drop(e);
         if self.connect.is_none()
+            || refused
             || self.setup.options.immediate
             || self.setup.socket_type == SocketType::Stream
         {
@@ -1589,7 +1620,7 @@ impl Session {
                 drop(from_socket);
                 drop(to_socket);
             }
-            if self.connect.is_none() {
+            if self.connect.is_none() || refused {
                 return Fate::Remove;
             }
         } else if let Some(p) = &mut self.pipe {

@@ -70,12 +70,23 @@ fn push_property(b: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 /// The `READY` body libzmq 4.3.5 would send: `Socket-Type`, then `Identity` for REQ, DEALER and
 /// ROUTER (even when empty), then the user properties sorted by name (libzmq keeps them in a
 /// `std::map`; the first of duplicate names wins, as `std::map::insert`).
+#[cfg(test)]
 pub(crate) fn ready_body(
     socket_type: SocketType,
     routing_id: &[u8],
     metadata: &[(String, Vec<u8>)],
 ) -> Vec<u8> {
-    let mut b = body(READY, &[]);
+    properties_body(READY, socket_type, routing_id, metadata)
+}
+
+/// A command named `name` carrying the `READY` properties (PLAIN's `INITIATE` does).
+pub(crate) fn properties_body(
+    name: &[u8],
+    socket_type: SocketType,
+    routing_id: &[u8],
+    metadata: &[(String, Vec<u8>)],
+) -> Vec<u8> {
+    let mut b = body(name, &[]);
     push_property(
         &mut b,
         PROP_SOCKET_TYPE.as_bytes(),

@@ -1,8 +1,10 @@
 //! One ZMTP session as a sans-IO state machine: bytes and time in, events and bytes out.
 //!
 //! States: greeting (ours is queued at creation, the peer's is checked as it arrives), handshake
-//! (NULL: `READY` exchange), ready (message frames both ways, `PING`/`PONG`, subscriptions), failed
-//! (every call returns the same [`ZmtpError`]).
+//! (NULL: `READY` exchange; PLAIN: `HELLO`/`WELCOME`/`INITIATE`/`READY`; either may wait for a ZAP
+//! reply), ready (message frames both ways, `PING`/`PONG`, subscriptions), rejected (ZAP said no:
+//! input is discarded until the peer leaves or the handshake times out, as libzmq), failed (every
+//! call returns the same [`ZmtpError`]).
 
 use std::io::{self, Write};
 use std::sync::Arc;
@@ -13,7 +15,9 @@ use super::command;
 use super::error::ZmtpError;
 use super::greeting::{self, Mechanism, PeerGreeting, GREETING_LEN};
 use super::handshake::{self, Peer};
+use super::plain::{self, Credentials};
 use super::socket_type::SocketType;
+use super::zap::{self, ZapRequest};
 use crate::msg::{Metadata, Msg};
 
 /// libzmq's default `ZMQ_HANDSHAKE_IVL`.
@@ -29,11 +33,18 @@ pub struct Config {
     pub socket_type: SocketType,
     /// Our routing id (`ZMQ_ROUTING_ID`), sent as `Identity` by REQ, DEALER and ROUTER.
     pub routing_id: Vec<u8>,
-    /// The security mechanism; only [`Mechanism::Null`] is implemented.
+    /// The security mechanism: [`Mechanism::Null`] or [`Mechanism::Plain`] (CURVE fails the
+    /// handshake with [`ZmtpError::MechanismNotSupported`]).
     pub mechanism: Mechanism,
     /// `ZMQ_PLAIN_SERVER`/`ZMQ_CURVE_SERVER` role (libzmq sends the greeting's as-server byte as 0
     /// regardless, and so do we).
     pub as_server: bool,
+    /// `ZMQ_PLAIN_USERNAME`/`ZMQ_PLAIN_PASSWORD`: what a PLAIN client sends in `HELLO`.
+    pub plain: Credentials,
+    /// `ZMQ_ZAP_DOMAIN`: a NULL socket asks ZAP only when it is set; a PLAIN server always asks.
+    pub zap_domain: Vec<u8>,
+    /// `ZMQ_ZAP_ENFORCE_DOMAIN`: a NULL socket with a domain fails when no handler is bound.
+    pub zap_enforce_domain: bool,
     /// `ZMQ_MAXMSGSIZE`: largest frame accepted, -1 for no limit.
     pub maxmsgsize: i64,
     /// `ZMQ_METADATA` properties to send in `READY` (names normally start with `X-`).
@@ -62,6 +73,9 @@ impl Config {
             routing_id: Vec::new(),
             mechanism: Mechanism::Null,
             as_server: false,
+            plain: Credentials::default(),
+            zap_domain: Vec::new(),
+            zap_enforce_domain: false,
             maxmsgsize: -1,
             metadata: Vec::new(),
             heartbeat_ivl: None,
@@ -99,9 +113,37 @@ pub fn parse_command(body: &[u8]) -> Option<(&[u8], &[u8])> {
 
 enum State {
     Greeting,
-    Handshake(PeerGreeting),
+    Handshake(Box<Handshake>),
     Ready,
+    /// ZAP refused the peer (status 300, 400 or 500): any `ERROR` is queued, input is discarded.
+    Rejected,
     Failed(ZmtpError),
+}
+
+/// Where the security handshake stands.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Step {
+    /// NULL; our `READY` is sent at once, or after ZAP approves.
+    Null { ready_sent: bool },
+    /// PLAIN client: `HELLO` sent, waiting for `WELCOME`.
+    ClientWelcome,
+    /// PLAIN client: `INITIATE` sent, waiting for `READY`.
+    ClientReady,
+    /// PLAIN server: waiting for `HELLO`.
+    ServerHello,
+    /// PLAIN server: `HELLO` received, waiting for the ZAP reply.
+    ServerZap,
+    /// PLAIN server: `WELCOME` sent, waiting for `INITIATE`.
+    ServerInitiate,
+}
+
+struct Handshake {
+    greeting: PeerGreeting,
+    step: Step,
+    /// NULL: the peer's `READY`, accepted while our own waits for ZAP.
+    peer: Option<Peer>,
+    /// Properties from the ZAP reply (`User-Id` and the handler's metadata).
+    zap_props: Vec<(String, Vec<u8>)>,
 }
 
 /// One ZMTP 3.1 session, without I/O. See the module documentation for the driving loop.
@@ -121,14 +163,21 @@ pub struct Connection {
     /// The greeting after its signature, sent once the peer's signature has arrived (as libzmq
     /// does); None once sent.
     greeting_rest: Option<Vec<u8>>,
+    /// A ZAP request the session has not taken yet.
+    zap_request: Option<ZapRequest>,
+    /// A ZAP request is out and its reply awaited.
+    zap_pending: bool,
+    /// The handshake ended in an authentication refusal (ours or the peer's `ERROR`).
+    rejected: bool,
 }
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let state = match &self.state {
             State::Greeting => "greeting".to_string(),
-            State::Handshake(_) => "handshake".to_string(),
+            State::Handshake(h) => format!("handshake ({:?})", h.step),
             State::Ready => "ready".to_string(),
+            State::Rejected => "rejected".to_string(),
             State::Failed(e) => format!("failed: {e}"),
         };
         f.debug_struct("Connection")
@@ -163,6 +212,9 @@ impl Connection {
             next_ping: None,
             timeout_deadline: None,
             ttl_deadline: None,
+            zap_request: None,
+            zap_pending: false,
+            rejected: false,
             cfg,
         }
     }
@@ -229,29 +281,37 @@ impl Connection {
                         Err(e) => return Err(self.fail(e)),
                     }
                 }
-                State::Handshake(g) => {
-                    let g = *g;
+                State::Handshake(hs) => {
+                    if let (Step::Null { ready_sent: true }, Some(_)) = (hs.step, &hs.peer) {
+                        // NULL: the peer's READY came while ZAP was deciding; ZAP said yes.
+                        if let Some(peer) = self.take_handshake_peer() {
+                            return Ok(Some(Event::Ready(self.on_ready(peer))));
+                        }
+                    }
                     let (flags, msg) = match self.dec.next_frame() {
                         Ok(Some(f)) => f,
                         Ok(None) => return Ok(None),
                         Err(e) => return Err(self.fail(e)),
                     };
-                    let res = handshake::null_command(
-                        flags & FLAG_COMMAND != 0,
-                        msg.data(),
-                        self.cfg.socket_type,
-                        g,
-                        self.cfg.peer_address.as_deref(),
-                    );
-                    match res {
-                        Ok(peer) => return Ok(Some(Event::Ready(self.on_ready(peer)))),
+                    match self.handshake_frame(flags & FLAG_COMMAND != 0, msg.data()) {
+                        Ok(Some(peer)) => return Ok(Some(Event::Ready(self.on_ready(peer)))),
+                        Ok(None) => {}
                         Err(e) => {
                             if let ZmtpError::IncompatibleSocketType { .. } = e {
                                 self.send_error(INCOMPATIBLE_SOCKET_TYPE_REASON);
                             }
+                            if let ZmtpError::PeerError { .. } = e {
+                                self.rejected = true;
+                            }
                             return Err(self.fail(e));
                         }
                     }
+                }
+                State::Rejected => {
+                    // Nothing the peer says matters any more; keep reading only to see it leave.
+                    let n = self.dec.buffered();
+                    self.dec.consume(n);
+                    return Ok(None);
                 }
                 State::Failed(e) => return Err(e.clone()),
             }
@@ -264,21 +324,234 @@ impl Connection {
     }
 
     fn on_greeting(&mut self, g: PeerGreeting) -> Result<(), ZmtpError> {
-        if !self.cfg.mechanism.is_supported() {
-            return Err(self.fail(ZmtpError::MechanismNotSupported(self.cfg.mechanism)));
-        }
         self.peer_v3_0 = g.is_v3_0();
-        let ready = command::ready_body(
+        let step = match (self.cfg.mechanism, self.cfg.as_server) {
+            (Mechanism::Null, _) => {
+                let zap = !self.cfg.zap_domain.is_empty();
+                if zap {
+                    self.request_zap("NULL", Vec::new());
+                } else {
+                    self.push_ready_command(command::READY);
+                }
+                Step::Null { ready_sent: !zap }
+            }
+            (Mechanism::Plain, false) => {
+                let hello = plain::hello_body(&self.cfg.plain.username, &self.cfg.plain.password);
+                self.out.push_frame(FLAG_COMMAND, &hello);
+                Step::ClientWelcome
+            }
+            (Mechanism::Plain, true) => Step::ServerHello,
+            (m, _) => return Err(self.fail(ZmtpError::MechanismNotSupported(m))),
+        };
+        self.state = State::Handshake(Box::new(Handshake {
+            greeting: g,
+            step,
+            peer: None,
+            zap_props: Vec::new(),
+        }));
+        Ok(())
+    }
+
+    /// Queues `READY` (or `INITIATE`, which carries the same properties) with our metadata.
+    fn push_ready_command(&mut self, name: &[u8]) {
+        let body = command::properties_body(
+            name,
             self.cfg.socket_type,
             &self.cfg.routing_id,
             &self.cfg.metadata,
         );
-        self.out.push_frame(FLAG_COMMAND, &ready);
-        self.state = State::Handshake(g);
-        Ok(())
+        self.out.push_frame(FLAG_COMMAND, &body);
+    }
+
+    fn request_zap(&mut self, mechanism: &'static str, credentials: Vec<Vec<u8>>) {
+        self.zap_request = Some(ZapRequest {
+            domain: self.cfg.zap_domain.clone(),
+            address: self
+                .cfg
+                .peer_address
+                .clone()
+                .unwrap_or_default()
+                .into_bytes(),
+            routing_id: self.cfg.routing_id.clone(),
+            mechanism,
+            credentials,
+        });
+        self.zap_pending = true;
+    }
+
+    fn take_handshake_peer(&mut self) -> Option<Peer> {
+        match &mut self.state {
+            State::Handshake(hs) => hs.peer.take(),
+            _ => None,
+        }
+    }
+
+    /// One frame of the security handshake; `Some(peer)` when it completes the handshake.
+    fn handshake_frame(
+        &mut self,
+        is_command: bool,
+        body: &[u8],
+    ) -> Result<Option<Peer>, ZmtpError> {
+        let State::Handshake(hs) = &mut self.state else {
+            return Err(ZmtpError::UnexpectedCommand);
+        };
+        let (g, step) = (hs.greeting, hs.step);
+        let ours = self.cfg.socket_type;
+        let address = self.cfg.peer_address.as_deref();
+        if !is_command {
+            return Err(ZmtpError::UnexpectedCommand);
+        }
+        match step {
+            Step::Null { ready_sent } => {
+                if hs.peer.is_some() {
+                    return Err(ZmtpError::UnexpectedCommand);
+                }
+                let peer = handshake::null_command(true, body, ours, g, address)?;
+                if ready_sent {
+                    return Ok(Some(peer));
+                }
+                hs.peer = Some(peer);
+                Ok(None)
+            }
+            Step::ClientWelcome | Step::ClientReady => match plain::parse_server_command(body)? {
+                plain::ServerCommand::Welcome if step == Step::ClientWelcome => {
+                    hs.step = Step::ClientReady;
+                    self.push_ready_command(plain::INITIATE);
+                    Ok(None)
+                }
+                plain::ServerCommand::Ready(data) if step == Step::ClientReady => {
+                    match handshake::process_ready(data, ours, g, address) {
+                        Ok(peer) => Ok(Some(peer)),
+                        Err(ZmtpError::MalformedReady) => Err(ZmtpError::InvalidMetadata),
+                        Err(e) => Err(e),
+                    }
+                }
+                plain::ServerCommand::Error(reason) => Err(ZmtpError::PeerError {
+                    reason: reason.to_vec(),
+                }),
+                _ => Err(ZmtpError::UnexpectedCommand),
+            },
+            Step::ServerHello => {
+                let creds = plain::parse_hello(body)?;
+                hs.step = Step::ServerZap;
+                self.request_zap("PLAIN", vec![creds.username, creds.password]);
+                Ok(None)
+            }
+            Step::ServerZap => Err(ZmtpError::OutOfSequence),
+            Step::ServerInitiate => {
+                let data = plain::parse_initiate(body)?;
+                let peer = handshake::process_ready(data, ours, g, address)?;
+                self.push_ready_command(command::READY);
+                Ok(Some(peer))
+            }
+        }
+    }
+
+    /// The ZAP request the handshake waits on, handed out once. The session sends it to the
+    /// handler bound at `inproc://zeromq.zap.01` and feeds the answer to
+    /// [`Connection::zap_reply`], or calls [`Connection::zap_unavailable`] when none is bound.
+    pub fn take_zap_request(&mut self) -> Option<ZapRequest> {
+        self.zap_request.take()
+    }
+
+    /// True while a ZAP request is out and its reply awaited.
+    pub fn zap_pending(&self) -> bool {
+        self.zap_pending
+    }
+
+    /// No ZAP handler is bound. As libzmq 4.3.5: a NULL socket goes on unauthenticated unless
+    /// `ZMQ_ZAP_ENFORCE_DOMAIN` is set; a PLAIN server fails ([`ZmtpError::ZapUnavailable`]).
+    pub fn zap_unavailable(&mut self) -> Result<(), ZmtpError> {
+        if !self.zap_pending {
+            return Ok(());
+        }
+        self.zap_pending = false;
+        self.zap_request = None;
+        let null =
+            matches!(&self.state, State::Handshake(h) if matches!(h.step, Step::Null { .. }));
+        if null && !self.cfg.zap_enforce_domain {
+            self.zap_approved(Vec::new());
+            return Ok(());
+        }
+        Err(self.fail(ZmtpError::ZapUnavailable))
+    }
+
+    /// The ZAP handler's reply (all its frames, the empty delimiter first). Returns the status:
+    /// 200 and the handshake goes on; 300, 400 or 500 and the peer is refused (an `ERROR` with
+    /// the status is queued for 400 and 500, nothing for 300), after which input is discarded
+    /// until the peer leaves. A malformed reply fails the session with [`ZmtpError::ZapReply`].
+    pub fn zap_reply(&mut self, frames: &[Msg]) -> Result<u16, ZmtpError> {
+        if let State::Failed(e) = &self.state {
+            return Err(e.clone());
+        }
+        if !self.zap_pending {
+            return Err(ZmtpError::OutOfSequence);
+        }
+        self.zap_pending = false;
+        let reply = match zap::parse_reply(frames) {
+            Ok(r) => r,
+            Err(e) => return Err(self.fail(e.into())),
+        };
+        if reply.status == 200 {
+            self.zap_approved(reply.properties);
+        } else {
+            if reply.status != 300 {
+                self.out
+                    .push_frame(FLAG_COMMAND, &command::error_body(&reply.status_text));
+            }
+            self.rejected = true;
+            self.state = State::Rejected;
+        }
+        Ok(reply.status)
+    }
+
+    fn zap_approved(&mut self, props: Vec<(String, Vec<u8>)>) {
+        let State::Handshake(hs) = &mut self.state else {
+            return;
+        };
+        hs.zap_props = props;
+        match hs.step {
+            Step::Null { .. } => {
+                hs.step = Step::Null { ready_sent: true };
+                self.push_ready_command(command::READY);
+            }
+            Step::ServerZap => {
+                hs.step = Step::ServerInitiate;
+                self.out.push_frame(FLAG_COMMAND, &plain::welcome_body());
+            }
+            _ => {}
+        }
+    }
+
+    /// True when the handshake ended in an authentication refusal: ZAP refused the peer, or the
+    /// peer sent `ERROR`. libzmq reports no `HANDSHAKE_FAILED_NO_DETAIL` for such a connection
+    /// when it closes later.
+    pub fn is_rejected(&self) -> bool {
+        self.rejected
     }
 
     fn on_ready(&mut self, mut peer: Peer) -> Peer {
+        let zap_props = match &mut self.state {
+            State::Handshake(hs) => std::mem::take(&mut hs.zap_props),
+            _ => Vec::new(),
+        };
+        if !zap_props.is_empty() {
+            // libzmq's precedence: Peer-Address, then ZAP properties, then the peer's own.
+            let mut md = Metadata::new();
+            if let Some(a) = self.cfg.peer_address.as_deref().filter(|a| !a.is_empty()) {
+                md.insert(handshake::PROP_PEER_ADDRESS, a.as_bytes());
+            }
+            for (k, v) in zap_props
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_slice()))
+                .chain(peer.metadata.iter())
+            {
+                if md.get(k).is_none() {
+                    md.insert(k, v);
+                }
+            }
+            peer.metadata = Arc::new(md);
+        }
         if !self.cfg.local_properties.is_empty() {
             let mut md = (*peer.metadata).clone();
             for (k, v) in &self.cfg.local_properties {

@@ -10,6 +10,7 @@ use std::fmt;
 
 use super::greeting::MECHANISM_LEN;
 use super::socket_type::SocketType;
+use super::zap::ZapError;
 use super::Mechanism;
 
 /// `ZMQ_PROTOCOL_ERROR_ZMTP_UNSPECIFIED`.
@@ -40,8 +41,11 @@ pub const PROTOCOL_ERROR_ZMTP_INVALID_METADATA: u32 = 0x1000_0018;
 pub const PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC: u32 = 0x1100_0001;
 /// `ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH`.
 pub const PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH: u32 = 0x1100_0002;
-/// `ZMQ_PROTOCOL_ERROR_ZAP_UNSPECIFIED` (first of the ZAP codes).
-pub const PROTOCOL_ERROR_ZAP_UNSPECIFIED: u32 = 0x2000_0000;
+pub use super::zap::{
+    PROTOCOL_ERROR_ZAP_BAD_REQUEST_ID, PROTOCOL_ERROR_ZAP_BAD_VERSION,
+    PROTOCOL_ERROR_ZAP_INVALID_METADATA, PROTOCOL_ERROR_ZAP_INVALID_STATUS_CODE,
+    PROTOCOL_ERROR_ZAP_MALFORMED_REPLY, PROTOCOL_ERROR_ZAP_UNSPECIFIED,
+};
 /// `ZMQ_PROTOCOL_ERROR_WS_UNSPECIFIED`.
 pub const PROTOCOL_ERROR_WS_UNSPECIFIED: u32 = 0x3000_0000;
 
@@ -114,6 +118,20 @@ pub enum ZmtpError {
     HeartbeatTtlExpired,
     /// The engine tried to send before the handshake completed (an API misuse, not peer input).
     NotReady,
+    /// A handshake command too short for its own name (libzmq's basic command structure check).
+    MalformedCommand,
+    /// The PLAIN client's `HELLO` is malformed (missing, truncated or trailing credentials).
+    MalformedHello,
+    /// The PLAIN server's `WELCOME` carries data.
+    MalformedWelcome,
+    /// The metadata of the PLAIN server's `READY` is malformed.
+    InvalidMetadata,
+    /// The peer sent a command while the handshake waited for the ZAP handler.
+    OutOfSequence,
+    /// The ZAP handler's reply is malformed.
+    ZapReply(ZapError),
+    /// Authentication is required but no ZAP handler is bound at `inproc://zeromq.zap.01`.
+    ZapUnavailable,
 }
 
 impl ZmtpError {
@@ -127,6 +145,12 @@ impl ZmtpError {
             ZmtpError::MechanismMismatch { .. } => Some(PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH),
             ZmtpError::UnexpectedCommand => Some(PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND),
             ZmtpError::MalformedError => Some(PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_ERROR),
+            ZmtpError::MalformedCommand => Some(PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED),
+            ZmtpError::MalformedHello => Some(PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_HELLO),
+            ZmtpError::MalformedWelcome => Some(PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_WELCOME),
+            ZmtpError::InvalidMetadata => Some(PROTOCOL_ERROR_ZMTP_INVALID_METADATA),
+            ZmtpError::OutOfSequence => Some(PROTOCOL_ERROR_ZMTP_UNSPECIFIED),
+            ZmtpError::ZapReply(z) => Some(z.code()),
             _ => None,
         }
     }
@@ -140,6 +164,16 @@ impl ZmtpError {
                 _ => None,
             },
             _ => None,
+        }
+    }
+
+    /// The errno libzmq reports with `ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL` for a failure that has
+    /// neither a protocol code nor an authentication status (`EFAULT` when no ZAP handler is
+    /// bound, 0 otherwise).
+    pub fn no_detail_errno(&self) -> i32 {
+        match self {
+            ZmtpError::ZapUnavailable => libc::EFAULT,
+            _ => 0,
         }
     }
 
@@ -216,6 +250,17 @@ impl fmt::Display for ZmtpError {
             ZmtpError::HeartbeatTimeout => f.write_str("heartbeat timed out"),
             ZmtpError::HeartbeatTtlExpired => f.write_str("peer heartbeat TTL expired"),
             ZmtpError::NotReady => f.write_str("the ZMTP handshake has not completed"),
+            ZmtpError::MalformedCommand => f.write_str("malformed handshake command"),
+            ZmtpError::MalformedHello => f.write_str("malformed PLAIN HELLO command"),
+            ZmtpError::MalformedWelcome => f.write_str("malformed PLAIN WELCOME command"),
+            ZmtpError::InvalidMetadata => f.write_str("invalid metadata in the peer's READY"),
+            ZmtpError::OutOfSequence => {
+                f.write_str("peer sent a command while authentication was pending")
+            }
+            ZmtpError::ZapReply(e) => write!(f, "malformed ZAP reply ({e:?})"),
+            ZmtpError::ZapUnavailable => {
+                f.write_str("authentication required but no ZAP handler is bound")
+            }
         }
     }
 }

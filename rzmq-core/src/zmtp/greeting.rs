@@ -24,9 +24,9 @@ const AS_SERVER_POS: usize = 32;
 /// A ZMTP security mechanism.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Mechanism {
-    /// NULL: no security (the only one implemented).
+    /// NULL: no security.
     Null,
-    /// PLAIN: user name and password (not implemented yet).
+    /// PLAIN: user name and password (RFC 24).
     Plain,
     /// CURVE: CurveZMQ (not implemented yet).
     Curve,
@@ -44,7 +44,7 @@ impl Mechanism {
 
     /// True when rzmq implements this mechanism.
     pub fn is_supported(self) -> bool {
-        self == Mechanism::Null
+        matches!(self, Mechanism::Null | Mechanism::Plain)
     }
 
     /// The 20-byte NUL-padded greeting field.

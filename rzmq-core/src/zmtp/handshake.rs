@@ -1,5 +1,6 @@
 //! The security handshake after the greeting: the NULL mechanism (RFC 37 `READY`/`ERROR`), peer
-//! validation (socket-type compatibility) and the peer's metadata.
+//! validation (socket-type compatibility) and the peer's metadata (also used by PLAIN for its
+//! `INITIATE` and `READY`).
 //!
 //! Mirrors libzmq 4.3.5's `null_mechanism_t` and `mechanism_t::parse_metadata`: property names are
 //! compared case-sensitively; of duplicate properties the first is kept in the metadata (libzmq's
@@ -64,7 +65,8 @@ pub(crate) fn null_command(
     }
 }
 
-fn process_ready(
+/// Processes `READY` (or `INITIATE`) metadata: socket-type compatibility, routing id, properties.
+pub(crate) fn process_ready(
     data: &[u8],
     ours: SocketType,
     greeting: PeerGreeting,

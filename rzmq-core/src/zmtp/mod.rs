@@ -1,7 +1,7 @@
 //! ZMTP 3.1 (RFC 23/37) as a sans-IO state machine, wire-compatible with libzmq 4.3.5.
 //!
-//! This module owns the protocol of one stream connection: the greeting, the NULL security
-//! handshake (`READY`, `ERROR`, peer metadata, socket-type compatibility), framing (MORE, LONG,
+//! This module owns the protocol of one stream connection: the greeting, the NULL and PLAIN security
+//! handshakes (`READY`, `ERROR`, peer metadata, socket-type compatibility), framing (MORE, LONG,
 //! COMMAND; `ZMQ_MAXMSGSIZE`), heartbeats (`PING`/`PONG`, `ZMQ_HEARTBEAT_IVL/TTL/TIMEOUT`), the
 //! handshake timeout and the two subscription forms. It owns no socket, thread, clock or pipe: the
 //! engine moves bytes and time in and out, and decides what to do with messages and errors.
@@ -17,6 +17,8 @@
 //!         match ev { Event::Ready(peer) => ..., Event::Message(msg) => push to the pipe }
 //!     }                                                        // stop early on a full pipe;
 //!                                                              // resume with poll_event later
+//!     // authentication (NULL with ZAP_DOMAIN, PLAIN server): hand c.take_zap_request() to the
+//!     // ZAP handler, later c.zap_reply(&frames)? (or c.zap_unavailable()? if none is bound)
 //!     // to send (only after Event::Ready): c.send(msg)?, c.send_subscribe(topic, true)?
 //!     if c.has_output() { c.write_to(&mut stream)?; }          // keep POLLOUT while has_output()
 //!     // timers: sleep until c.poll_timeout(), then c.handle_timeout(now)? (may queue a PING)
@@ -49,9 +51,14 @@
 //!   libzmq 4.3.5 just closes; its peer fails on our `READY` before it reads the `ERROR`, so this
 //!   is harmless to interop. Command and frame flags with reserved bits set and sizes with the top
 //!   bit set are rejected (libzmq accepts the former).
+//! - Security: NULL and PLAIN (RFC 24). A NULL socket with `ZMQ_ZAP_DOMAIN` and every PLAIN
+//!   server ask ZAP (RFC 27) before going on: [`Connection::take_zap_request`] hands the request
+//!   to the engine, which answers with [`Connection::zap_reply`] or
+//!   [`Connection::zap_unavailable`]; meanwhile the handshake waits (our `READY`/`WELCOME` is
+//!   held back). ZAP's `User-Id` and metadata join the peer metadata.
 //! - Not supported: ZMTP 1.0/2.0 peers (libzmq falls back to them; we fail with
-//!   [`ZmtpError::BadSignature`] or [`ZmtpError::UnsupportedVersion`]), PLAIN and CURVE
-//!   ([`ZmtpError::MechanismNotSupported`] after the greeting), ZAP.
+//!   [`ZmtpError::BadSignature`] or [`ZmtpError::UnsupportedVersion`]) and CURVE
+//!   ([`ZmtpError::MechanismNotSupported`] after the greeting).
 //! - Monitor events: see [`ZmtpError::protocol_code`], [`ZmtpError::auth_status`] and
 //!   [`ZmtpError::reason`] (libzmq reconnects a connecting session only after timeouts).
 
@@ -61,7 +68,9 @@ mod connection;
 pub mod error;
 pub mod greeting;
 mod handshake;
+pub mod plain;
 mod socket_type;
+pub mod zap;
 
 #[cfg(test)]
 mod tests;
@@ -73,4 +82,6 @@ pub use connection::{
 pub use error::{FailureReason, ZmtpError};
 pub use greeting::{Mechanism, GREETING_LEN};
 pub use handshake::{Peer, PROP_PEER_ADDRESS};
+pub use plain::Credentials;
 pub use socket_type::SocketType;
+pub use zap::{ZapError, ZapRequest, PROP_USER_ID};

@@ -879,3 +879,334 @@ fn extension_commands_surface_and_other_unknown_commands_are_ignored() {
         other => panic!("expected the message, got {other:?}"),
     }
 }
+
+// ----- PLAIN and ZAP --------------------------------------------------------------------------
+
+fn plain_client(user: &[u8], pass: &[u8]) -> Config {
+    let mut c = cfg(SocketType::Dealer);
+    c.mechanism = Mechanism::Plain;
+    c.plain = Credentials {
+        username: user.to_vec(),
+        password: pass.to_vec(),
+    };
+    c
+}
+
+fn plain_server() -> Config {
+    let mut c = cfg(SocketType::Dealer);
+    c.mechanism = Mechanism::Plain;
+    c.as_server = true;
+    c.zap_domain = b"dom".to_vec();
+    c.routing_id = b"IDENT".to_vec();
+    c.peer_address = Some("10.0.0.1".into());
+    c
+}
+
+fn zap_reply(status: &[u8], user: &[u8], md: &[u8]) -> Vec<Msg> {
+    let parts: [&[u8]; 7] = [b"", b"1.0", b"1", status, b"text", user, md];
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| msg(p, i < 6))
+        .collect()
+}
+
+/// Client and server up to the server's ZAP request; returns it.
+fn plain_until_zap(client: &mut Connection, server: &mut Connection, now: Instant) -> ZapRequest {
+    let (ec, es) = pump(client, server, usize::MAX, now).unwrap();
+    assert!(ec.is_empty() && es.is_empty());
+    assert!(server.zap_pending());
+    server.take_zap_request().expect("a ZAP request")
+}
+
+#[test]
+fn plain_handshake_with_zap_approval() {
+    let now = Instant::now();
+    let mut c = Connection::new(plain_client(b"admin", b"secret"), now);
+    let mut s = Connection::new(plain_server(), now);
+    let req = plain_until_zap(&mut c, &mut s, now);
+    assert!(s.take_zap_request().is_none(), "handed out once");
+    assert_eq!(req.mechanism, "PLAIN");
+    assert_eq!(req.domain, b"dom");
+    assert_eq!(req.address, b"10.0.0.1");
+    assert_eq!(req.routing_id, b"IDENT");
+    assert_eq!(req.credentials, vec![b"admin".to_vec(), b"secret".to_vec()]);
+    let md = b"\x05Hello\x00\x00\x00\x05World\x0cPeer-Address\x00\x00\x00\x01x";
+    assert_eq!(s.zap_reply(&zap_reply(b"200", b"anonymous", md)), Ok(200));
+    let (ec, es) = pump(&mut c, &mut s, 7, now).unwrap();
+    let Some(Event::Ready(cp)) = ec.into_iter().next() else {
+        panic!("client not ready")
+    };
+    let Some(Event::Ready(sp)) = es.into_iter().next() else {
+        panic!("server not ready")
+    };
+    assert_eq!(cp.socket_type, Some(SocketType::Dealer));
+    assert_eq!(sp.metadata.get("User-Id"), Some(&b"anonymous"[..]));
+    assert_eq!(sp.metadata.get("Hello"), Some(&b"World"[..]));
+    assert_eq!(sp.metadata.get("Socket-Type"), Some(&b"DEALER"[..]));
+    // The connection's own address wins over the handler's.
+    assert_eq!(sp.metadata.get("Peer-Address"), Some(&b"10.0.0.1"[..]));
+    assert!(cp.metadata.get("User-Id").is_none());
+    c.send(msg(b"hi", false)).unwrap();
+    let (_, es) = pump(&mut c, &mut s, usize::MAX, now).unwrap();
+    let m = messages(es);
+    assert_eq!(m[0].data(), b"hi");
+    assert_eq!(m[0].property("User-Id"), Some(&b"anonymous"[..]));
+}
+
+#[test]
+fn plain_wire_bytes() {
+    let now = Instant::now();
+    let mut c = Connection::new(plain_client(b"u", b"pw"), now);
+    let mut bytes = out(&mut c);
+    let ev = c
+        .handle_input(&greeting_bytes(b"PLAIN", 3, 1), now)
+        .unwrap();
+    assert!(ev.is_empty());
+    bytes.extend(out(&mut c));
+    assert_eq!(&bytes[12..17], b"PLAIN");
+    assert_eq!(bytes[32], 0, "as-server byte stays 0, as libzmq");
+    assert_eq!(
+        &bytes[64..],
+        &frame(FLAG_COMMAND, b"\x05HELLO\x01u\x02pw")[..]
+    );
+    let ev = c
+        .handle_input(&frame(FLAG_COMMAND, b"\x07WELCOME"), now)
+        .unwrap();
+    assert!(ev.is_empty());
+    let initiate = out(&mut c);
+    assert_eq!(
+        initiate,
+        frame(
+            FLAG_COMMAND,
+            b"\x08INITIATE\x0bSocket-Type\x00\x00\x00\x06DEALER\x08Identity\x00\x00\x00\x00"
+        )
+    );
+    let ev = c
+        .handle_input(&ready_frame(&[("Socket-Type", b"ROUTER")]), now)
+        .unwrap();
+    assert!(matches!(ev.as_slice(), [Event::Ready(_)]));
+}
+
+#[test]
+fn plain_refusals() {
+    let now = Instant::now();
+    for (status, error_sent) in [(&b"400"[..], true), (b"500", true), (b"300", false)] {
+        let mut c = Connection::new(plain_client(b"bad", b"creds"), now);
+        let mut s = Connection::new(plain_server(), now);
+        plain_until_zap(&mut c, &mut s, now);
+        let n = u16::from(status[0] - b'0') * 100;
+        assert_eq!(s.zap_reply(&zap_reply(status, b"", b"")), Ok(n));
+        assert!(s.is_rejected());
+        assert_eq!(s.has_output(), error_sent);
+        if error_sent {
+            let err = c.handle_input(&out(&mut s), now).unwrap_err();
+            assert_eq!(err.auth_status(), Some(u32::from(n)));
+            assert!(c.is_rejected());
+        }
+        // Whatever the client says now is discarded; nothing comes out.
+        assert!(s.handle_input(&[0xFF; 1000], now).unwrap().is_empty());
+        assert!(!s.has_output() && !s.is_ready());
+        // The handshake timer still ends the connection.
+        assert_eq!(
+            s.handle_timeout(now + DEFAULT_HANDSHAKE_IVL),
+            Err(ZmtpError::HandshakeTimeout)
+        );
+    }
+}
+
+#[test]
+fn plain_malformed_hello_and_initiate() {
+    let now = Instant::now();
+    let server = || {
+        let mut s = Connection::new(plain_server(), now);
+        s.handle_input(&greeting_bytes(b"PLAIN", 3, 1), now)
+            .unwrap();
+        out(&mut s);
+        s
+    };
+    let hello_errors: [(&[u8], ZmtpError); 5] = [
+        (b"\x05HELLO\x03ab", ZmtpError::MalformedHello),
+        (b"\x05HELLO\x01a\x01bc", ZmtpError::MalformedHello),
+        (b"\x05HELL", ZmtpError::MalformedCommand),
+        (b"\x08INITIATE", ZmtpError::UnexpectedCommand),
+        (b"\x05READY", ZmtpError::UnexpectedCommand),
+    ];
+    for (body, want) in hello_errors {
+        let mut s = server();
+        let err = s.handle_input(&frame(FLAG_COMMAND, body), now).unwrap_err();
+        assert_eq!(err, want, "{body:?}");
+        assert!(!s.zap_pending());
+    }
+    // A message frame instead of HELLO.
+    let mut s = server();
+    assert_eq!(
+        s.handle_input(&frame(0, b"\x05HELLO\x00\x00"), now)
+            .unwrap_err(),
+        ZmtpError::UnexpectedCommand
+    );
+    // Oversized credentials cannot be expressed: a 255-byte user name with 300 bytes of data.
+    let mut body = b"\x05HELLO\xff".to_vec();
+    body.extend_from_slice(&[b'x'; 300]);
+    let mut s = server();
+    assert_eq!(
+        s.handle_input(&frame(FLAG_COMMAND, &body), now)
+            .unwrap_err(),
+        ZmtpError::MalformedHello
+    );
+    // A command while ZAP decides.
+    let mut s = server();
+    s.handle_input(&frame(FLAG_COMMAND, b"\x05HELLO\x00\x00"), now)
+        .unwrap();
+    assert!(s.take_zap_request().is_some());
+    let err = s
+        .handle_input(&frame(FLAG_COMMAND, b"\x05HELLO\x00\x00"), now)
+        .unwrap_err();
+    assert_eq!(err, ZmtpError::OutOfSequence);
+    assert_eq!(err.protocol_code(), Some(0x1000_0000));
+    // INITIATE with bad metadata or of the wrong type, after approval.
+    for (body, want) in [
+        (&b"\x08INITIATE\x05ab"[..], ZmtpError::MalformedReady),
+        (b"\x05HELLO\x00\x00", ZmtpError::UnexpectedCommand),
+    ] {
+        let mut s = server();
+        s.handle_input(&frame(FLAG_COMMAND, b"\x05HELLO\x00\x00"), now)
+            .unwrap();
+        s.zap_reply(&zap_reply(b"200", b"", b"")).unwrap();
+        assert_eq!(out(&mut s), frame(FLAG_COMMAND, b"\x07WELCOME"));
+        let err = s.handle_input(&frame(FLAG_COMMAND, body), now).unwrap_err();
+        assert_eq!(err, want);
+    }
+}
+
+#[test]
+fn plain_client_checks_server_commands() {
+    let now = Instant::now();
+    let client = || {
+        let mut c = Connection::new(plain_client(b"u", b"p"), now);
+        c.handle_input(&greeting_bytes(b"PLAIN", 3, 1), now)
+            .unwrap();
+        out(&mut c);
+        c
+    };
+    let cases: [(&[u8], ZmtpError); 4] = [
+        (b"\x07WELCOMEx", ZmtpError::MalformedWelcome),
+        (b"\x05READY", ZmtpError::UnexpectedCommand),
+        (b"\x05HELLO\x00\x00", ZmtpError::UnexpectedCommand),
+        (b"\x05ERROR\x09abc", ZmtpError::MalformedError),
+    ];
+    for (body, want) in cases {
+        let mut c = client();
+        let err = c.handle_input(&frame(FLAG_COMMAND, body), now).unwrap_err();
+        assert_eq!(err, want, "{body:?}");
+        assert!(err.protocol_code().is_some());
+    }
+    let mut c = client();
+    c.handle_input(&frame(FLAG_COMMAND, b"\x07WELCOME"), now)
+        .unwrap();
+    out(&mut c);
+    let err = c
+        .handle_input(&frame(FLAG_COMMAND, b"\x07WELCOME"), now)
+        .unwrap_err();
+    assert_eq!(err, ZmtpError::UnexpectedCommand);
+    let mut c = client();
+    c.handle_input(&frame(FLAG_COMMAND, b"\x07WELCOME"), now)
+        .unwrap();
+    let err = c
+        .handle_input(&frame(FLAG_COMMAND, b"\x05READY\x05ab"), now)
+        .unwrap_err();
+    assert_eq!(err, ZmtpError::InvalidMetadata);
+    assert_eq!(err.protocol_code(), Some(0x1000_0018));
+}
+
+#[test]
+fn mechanism_mismatch_and_two_servers() {
+    let now = Instant::now();
+    let mut p = Connection::new(plain_client(b"u", b"p"), now);
+    let mut n = Connection::new(cfg(SocketType::Dealer), now);
+    let err = pump(&mut p, &mut n, usize::MAX, now).unwrap_err();
+    assert!(matches!(err, ZmtpError::MechanismMismatch { .. }));
+    // Two PLAIN clients: each gets the other's HELLO.
+    let mut a = Connection::new(plain_client(b"u", b"p"), now);
+    let mut b = Connection::new(plain_client(b"u", b"p"), now);
+    let err = pump(&mut a, &mut b, usize::MAX, now).unwrap_err();
+    assert_eq!(err, ZmtpError::UnexpectedCommand);
+    // Two PLAIN servers wait for each other (libzmq: until the handshake times out).
+    let mut a = Connection::new(plain_server(), now);
+    let mut b = Connection::new(plain_server(), now);
+    let (ea, eb) = pump(&mut a, &mut b, usize::MAX, now).unwrap();
+    assert!(ea.is_empty() && eb.is_empty() && !a.is_ready() && !b.is_ready());
+}
+
+#[test]
+fn null_with_zap_domain() {
+    let now = Instant::now();
+    let mut sc = cfg(SocketType::Dealer);
+    sc.zap_domain = b"TEST".to_vec();
+    // Approved: the server's READY waits for ZAP even though the client's arrived.
+    let mut c = Connection::new(cfg(SocketType::Dealer), now);
+    let mut s = Connection::new(sc.clone(), now);
+    let (ec, es) = pump(&mut c, &mut s, usize::MAX, now).unwrap();
+    assert!(ec.is_empty() && es.is_empty());
+    let req = s.take_zap_request().unwrap();
+    assert_eq!((req.mechanism, req.credentials.len()), ("NULL", 0));
+    let md = b"\x05Hello\x00\x00\x00\x05World";
+    assert_eq!(s.zap_reply(&zap_reply(b"200", b"anonymous", md)), Ok(200));
+    let (ec, es) = pump(&mut c, &mut s, usize::MAX, now).unwrap();
+    assert!(matches!(ec.as_slice(), [Event::Ready(_)]));
+    let es: Vec<Event> = es
+        .into_iter()
+        .chain(s.handle_input(&[], now).unwrap())
+        .collect();
+    let [Event::Ready(p)] = es.as_slice() else {
+        panic!("{es:?}")
+    };
+    assert_eq!(p.metadata.get("Hello"), Some(&b"World"[..]));
+    assert_eq!(p.metadata.get("User-Id"), Some(&b"anonymous"[..]));
+    // Refused with 400: ERROR reaches the client.
+    let mut c = Connection::new(cfg(SocketType::Dealer), now);
+    let mut s = Connection::new(sc.clone(), now);
+    pump(&mut c, &mut s, usize::MAX, now).unwrap();
+    s.take_zap_request().unwrap();
+    assert_eq!(s.zap_reply(&zap_reply(b"400", b"", b"")), Ok(400));
+    let err = pump(&mut c, &mut s, usize::MAX, now).unwrap_err();
+    assert_eq!(err.auth_status(), Some(400));
+    // Malformed reply: the server fails with the ZAP code.
+    let mut c = Connection::new(cfg(SocketType::Dealer), now);
+    let mut s = Connection::new(sc.clone(), now);
+    pump(&mut c, &mut s, usize::MAX, now).unwrap();
+    s.take_zap_request().unwrap();
+    let mut bad = zap_reply(b"200", b"", b"");
+    bad[1] = msg(b"9.9", true);
+    let err = s.zap_reply(&bad).unwrap_err();
+    assert_eq!(err.protocol_code(), Some(0x2000_0003));
+    assert_eq!(s.poll_event().unwrap_err(), err);
+    // No handler: NULL goes on, unless enforced.
+    let mut c = Connection::new(cfg(SocketType::Dealer), now);
+    let mut s = Connection::new(sc.clone(), now);
+    pump(&mut c, &mut s, usize::MAX, now).unwrap();
+    s.take_zap_request().unwrap();
+    s.zap_unavailable().unwrap();
+    let (ec, es) = pump(&mut c, &mut s, usize::MAX, now).unwrap();
+    assert!(matches!(ec.as_slice(), [Event::Ready(_)]));
+    let es: Vec<Event> = es
+        .into_iter()
+        .chain(s.handle_input(&[], now).unwrap())
+        .collect();
+    let [Event::Ready(p)] = es.as_slice() else {
+        panic!("{es:?}")
+    };
+    assert!(p.metadata.get("User-Id").is_none());
+    sc.zap_enforce_domain = true;
+    let mut c = Connection::new(cfg(SocketType::Dealer), now);
+    let mut s = Connection::new(sc, now);
+    pump(&mut c, &mut s, usize::MAX, now).unwrap();
+    s.take_zap_request().unwrap();
+    assert_eq!(s.zap_unavailable(), Err(ZmtpError::ZapUnavailable));
+    assert_eq!(ZmtpError::ZapUnavailable.no_detail_errno(), libc::EFAULT);
+    // PLAIN servers never go on without a handler.
+    let mut c = Connection::new(plain_client(b"u", b"p"), now);
+    let mut s = Connection::new(plain_server(), now);
+    plain_until_zap(&mut c, &mut s, now);
+    assert_eq!(s.zap_unavailable(), Err(ZmtpError::ZapUnavailable));
+}
