@@ -302,3 +302,65 @@ fn a_cut_wire_closes_the_connection_releases_every_buffer_and_spares_the_others(
         );
     }
 }
+
+#[test]
+fn rdma_starts_only_after_plain_authentication() {
+    setup();
+    let ctx = Context::new();
+    // A ZAP handler that knows one user.
+    let mut zap = ctx.socket(SocketType::Rep).unwrap();
+    zap.set_option_i32(opt::RCVTIMEO, 50).unwrap();
+    zap.set_option_i32(opt::LINGER, 0).unwrap();
+    zap.bind("inproc://zeromq.zap.01").unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let handler = std::thread::spawn(move || {
+        let mut refused = 0;
+        while !stop2.load(Ordering::SeqCst) {
+            // version, request id, domain, address, identity, mechanism, user, password
+            let Ok(req) = zap.recv_multipart(0) else {
+                continue;
+            };
+            let ok = req.len() == 8 && req[6].data() == b"admin" && req[7].data() == b"secret";
+            refused += usize::from(!ok);
+            let (status, user): (&[u8], &[u8]) = if ok {
+                (b"200", b"admin")
+            } else {
+                (b"400", b"")
+            };
+            zap.send_multipart([&b"1.0"[..], req[1].data(), status, b"", user, b""], 0)
+                .unwrap();
+        }
+        refused
+    });
+    let mut pull = sock(&ctx, SocketType::Pull);
+    pull.set_option_i32(opt::PLAIN_SERVER, 1).unwrap();
+    pull.bind("tcp://127.0.0.1:*").unwrap();
+    let ep = pull.last_endpoint().to_string();
+
+    // Wrong password: refused by ZAP before any upgrade; what it sends is never delivered.
+    let mut bad = sock(&ctx, SocketType::Push);
+    bad.set_option_i32(opt::LINGER, 0).unwrap();
+    bad.set_option_raw(opt::PLAIN_USERNAME, b"admin").unwrap();
+    bad.set_option_raw(opt::PLAIN_PASSWORD, b"guess").unwrap();
+    bad.connect(&ep).unwrap();
+    bad.send("forged", 0).unwrap();
+
+    let mut good = sock(&ctx, SocketType::Push);
+    good.set_option_raw(opt::PLAIN_USERNAME, b"admin").unwrap();
+    good.set_option_raw(opt::PLAIN_PASSWORD, b"secret").unwrap();
+    let mut mon = watch(&ctx, &mut good, "rdma-plain");
+    good.connect(&ep).unwrap();
+    assert_eq!(next_transport(&mut mon), monitor::TRANSPORT_RDMA);
+    good.send(payload(1 << 20, 7), 0).unwrap();
+    let m = pull.recv_msg(0).unwrap();
+    assert!(m.data() == payload(1 << 20, 7).as_slice());
+    assert_eq!(m.property("User-Id"), Some(&b"admin"[..]));
+    pull.set_option_i32(opt::RCVTIMEO, 300).unwrap();
+    assert_eq!(pull.recv_bytes(0).unwrap_err(), rzmq_core::Error::Again);
+    stop.store(true, Ordering::SeqCst);
+    assert!(
+        handler.join().unwrap() >= 1,
+        "the wrong password never reached ZAP"
+    );
+}
