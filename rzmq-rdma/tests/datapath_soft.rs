@@ -1,6 +1,8 @@
 //! The data path end to end on the soft provider: eager and rendezvous frames from 256 B to
 //! 64 MiB with checksums, copy counts, release-at-FIN, credit stalls under a small ring, faults.
 
+mod common;
+use common::external;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,25 +66,6 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
         *b = x as u8;
     }
     v
-}
-
-/// An external frame (as zmq_msg_init_data) whose release callback counts into `released`.
-fn external(data: Vec<u8>, released: &Arc<AtomicUsize>) -> Msg {
-    let mut data = data.into_boxed_slice();
-    let (ptr, len) = (data.as_mut_ptr(), data.len());
-    let r = released.clone();
-    // SAFETY: the boxed slice moves into the release closure, which keeps it alive until the
-    // last owner of the message runs it.
-    unsafe {
-        Msg::from_external(
-            ptr,
-            len,
-            Some(Box::new(move || {
-                drop(data);
-                r.fetch_add(1, Ordering::SeqCst);
-            })),
-        )
-    }
 }
 
 fn recv_one(a: &mut DataPath, b: &mut DataPath) -> Msg {

@@ -3,11 +3,12 @@
 //! reads past the frame, forges an rkey or replays a descriptor after the FIN gets a remote
 //! access error, reads nothing, and the connection fails (both QPs in ERR).
 
+mod common;
+use common::external;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rzmq_core::msg::Msg;
 use rzmq_rdma::datapath::{ConnectInfo, DataPath, DataPathConfig, DataPathError};
 use rzmq_rdma::provider::soft::{SoftConfig, SoftDevice};
 use rzmq_rdma::provider::{
@@ -37,23 +38,6 @@ fn pair() -> (DataPath, DataPath) {
         .unwrap();
     assert!(a.uses_memory_windows());
     (a, b)
-}
-
-fn external(data: Vec<u8>, released: &Arc<AtomicUsize>) -> Msg {
-    let mut data = data.into_boxed_slice();
-    let (ptr, len) = (data.as_mut_ptr(), data.len());
-    let r = released.clone();
-    // SAFETY: the boxed slice moves into the release closure, alive until it runs.
-    unsafe {
-        Msg::from_external(
-            ptr,
-            len,
-            Some(Box::new(move || {
-                drop(data);
-                r.fetch_add(1, Ordering::SeqCst);
-            })),
-        )
-    }
 }
 
 fn until(mut f: impl FnMut() -> bool, what: &str) {

@@ -1005,30 +1005,10 @@ fn a_third_party_without_the_qp_secret_cannot_attach_a_wire() {
     assert_eq!(wait(&other.scq, 1)[0].status, WcStatus::Success);
 }
 
-#[test]
-fn memory_windows_grant_exactly_their_range_until_invalidated() {
+/// A connected pair whose `b` side's buffer is registered for memory windows only (no remote
+/// rights of its own).
+fn mw_pair() -> (Side, Side) {
     let caps = QpCaps::default();
-    let mut a = Side::new(SoftConfig::default(), caps, false, 1 << 16, rw());
-    let b = Side::new(
-        SoftConfig::default(),
-        caps,
-        false,
-        1 << 16,
-        Access::LOCAL_WRITE | Access::MW_BIND,
-    );
-    connect(&a, &b, fast_rts(), 1);
-    for (i, x) in a.buf_mut().iter_mut().enumerate() {
-        *x = i as u8;
-    }
-    let mw = b._pd.alloc_mw().unwrap();
-    let base = b.buf.as_ptr() as u64;
-    // The MR itself grants nothing remotely.
-    let s = [a.sge(0, 16)];
-    a.post(&[wr(1, &s, SendOp::RdmaRead(b.remote(0)), SIG)])
-        .unwrap();
-    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::RemAccessErr);
-    drop((a, b, mw));
-
     let a = Side::new(SoftConfig::default(), caps, false, 1 << 16, rw());
     let b = Side::new(
         SoftConfig::default(),
@@ -1038,29 +1018,43 @@ fn memory_windows_grant_exactly_their_range_until_invalidated() {
         Access::LOCAL_WRITE | Access::MW_BIND,
     );
     connect(&a, &b, fast_rts(), 1);
+    (a, b)
+}
+
+#[test]
+fn a_registration_for_windows_grants_nothing_remotely() {
+    let (a, b) = mw_pair();
+    let s = [a.sge(0, 16)];
+    a.post(&[wr(1, &s, SendOp::RdmaRead(b.remote(0)), SIG)])
+        .unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::RemAccessErr);
+}
+
+#[test]
+fn memory_windows_grant_exactly_their_range_and_rights() {
+    let (a, b) = mw_pair();
     let mw = b._pd.alloc_mw().unwrap();
-    let base2 = b.buf.as_ptr() as u64;
+    let base = b.buf.as_ptr() as u64;
     let old = mw.rkey();
     let rkey =
-        b.qp.bind_mw(9, &*mw, &*b.mr, base2 + 4096, 1024, Access::REMOTE_READ)
+        b.qp.bind_mw(9, &*mw, &*b.mr, base + 4096, 1024, Access::REMOTE_READ)
             .unwrap();
     assert_eq!(rkey, inc_rkey(old));
     assert_ne!(rkey, old);
-    // Inside the window: fine.
-    let s = [a.sge(0, 1024)];
-    let at = |off: u64, rkey: u32| RemoteAddr {
-        addr: base2 + off,
+    let at = |off: u64| RemoteAddr {
+        addr: base + off,
         rkey,
     };
-    a.post(&[wr(1, &s, SendOp::RdmaRead(at(4096, rkey)), SIG)])
+    // Inside the window: fine.
+    let s = [a.sge(0, 1024)];
+    a.post(&[wr(1, &s, SendOp::RdmaRead(at(4096)), SIG)])
         .unwrap();
     assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::Success);
     // WRITE through a READ-only window: refused (and the QPs go to ERR).
     let s = [a.sge(0, 8)];
-    a.post(&[wr(2, &s, SendOp::RdmaWrite(at(4096, rkey)), SIG)])
+    a.post(&[wr(2, &s, SendOp::RdmaWrite(at(4096)), SIG)])
         .unwrap();
     assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::RemAccessErr);
-    let _ = base;
 }
 
 #[test]
@@ -1076,28 +1070,15 @@ fn memory_window_misuse_is_rejected_like_hardware() {
         Access::LOCAL_WRITE,
     );
     let mw = b._pd.alloc_mw().unwrap();
-    // Before RTS: EINVAL-style state error.
+    let base = b.buf.as_ptr() as u64;
+    // Before RTS: a state error, as ibv_post_send's EINVAL.
     let err =
-        b.qp.bind_mw(
-            1,
-            &*mw,
-            &*b.mr,
-            b.buf.as_ptr() as u64,
-            16,
-            Access::REMOTE_READ,
-        )
-        .unwrap_err();
+        b.qp.bind_mw(1, &*mw, &*b.mr, base, 16, Access::REMOTE_READ)
+            .unwrap_err();
     assert!(matches!(err, Error::InvalidState { .. }), "{err}");
     connect(&a, &b, fast_rts(), 1);
-    b.qp.bind_mw(
-        2,
-        &*mw,
-        &*b.mr,
-        b.buf.as_ptr() as u64,
-        16,
-        Access::REMOTE_READ,
-    )
-    .unwrap();
+    b.qp.bind_mw(2, &*mw, &*b.mr, base, 16, Access::REMOTE_READ)
+        .unwrap();
     let wc = wait(&b.scq, 1);
     assert_eq!((wc[0].wr_id, wc[0].status), (2, WcStatus::MwBindErr));
     assert!(wait_state(&b.qp, QpState::Err));
@@ -1105,16 +1086,7 @@ fn memory_window_misuse_is_rejected_like_hardware() {
 
 #[test]
 fn invalidated_window_refuses_the_old_rkey() {
-    let caps = QpCaps::default();
-    let a = Side::new(SoftConfig::default(), caps, false, 1 << 16, rw());
-    let b = Side::new(
-        SoftConfig::default(),
-        caps,
-        false,
-        1 << 16,
-        Access::LOCAL_WRITE | Access::MW_BIND,
-    );
-    connect(&a, &b, fast_rts(), 1);
+    let (a, b) = mw_pair();
     let mw = b._pd.alloc_mw().unwrap();
     let base = b.buf.as_ptr() as u64;
     let rkey =
@@ -1122,12 +1094,7 @@ fn invalidated_window_refuses_the_old_rkey() {
             .unwrap();
     b.qp.invalidate_mw(2, rkey).unwrap();
     let s = [a.sge(0, 64)];
-    a.post(&[wr(
-        3,
-        &s,
-        SendOp::RdmaRead(RemoteAddr { addr: base, rkey }),
-        SIG,
-    )])
-    .unwrap();
+    let read = SendOp::RdmaRead(RemoteAddr { addr: base, rkey });
+    a.post(&[wr(3, &s, read, SIG)]).unwrap();
     assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::RemAccessErr);
 }
