@@ -1,16 +1,62 @@
 #!/usr/bin/env python3
-"""Side-by-side throughput and latency: libzmq's perf tools on libzmq, the same binaries with
-rzmq's libzmq.so preloaded (the C ABI path), and rzmq's native perf examples.
+"""Side-by-side throughput and latency of ZeroMQ implementations, all through libzmq's perf tools
+(`local_thr`/`remote_thr`, `local_lat`/`remote_lat`, `inproc_thr`/`inproc_lat`) or ports of them
+with the same command line and output:
 
-Runs every configuration alternately, several rounds, takes medians and writes the table (with the
-machine and the exact commands) into docs/BENCHMARKS.md between markers.
+- `libzmq`: libzmq's tools (vendor/perf of the zeromq-src crate) on the system libzmq;
+- `rzmq-native`: rzmq's perf examples (`rzmq-core/examples/*`);
+- `rzmq-capi`: libzmq's tools with `LD_PRELOAD` of rzmq's `libzmq.so` (the C ABI path);
+- `rzmq-rdma-soft`, `rzmq-capi-rdma-soft`: the same two over tcp endpoints with
+  `RZMQ_RDMA=require RZMQ_RDMA_PROVIDER=soft` (the examples `rzmq-benches/examples/rdma_*`
+  install the RDMA upgrader; the C ABI installs it itself); `RZMQ_RDMA_LOG=1` makes both
+  processes print the transport of their connection, and a run counts only when both say
+  `transport rdma/soft`;
+- `omq`, `zeromq-rs`, `rzmq-crate`: omq.rs, zmq.rs and the crates.io `rzmq` crate through
+  `benches/peers` (a separate cargo project, outside the workspace's dependencies); skipped with
+  a note when it does not build.
 
-    python3 benches/compare.py [--rounds 5] [--quick]
+Every configuration runs once per round, alternating, for several rounds; the table shows medians
+and the ratio to libzmq, and is written (with the machine, versions and commands) into
+docs/BENCHMARKS.md between the compare markers.
+
+    python3 benches/compare.py [--quick] [--rounds N] [--only IMPL,...] [--no-write]
 """
-import argparse, os, platform, re, shutil, statistics, subprocess, sys, time, datetime, json
+import argparse, datetime, json, os, platform, re, statistics, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(ROOT, "benches", "build")
+PEERS = os.path.join(ROOT, "benches", "peers")
+EXAMPLES = os.path.join(ROOT, "target", "release", "examples")
+PEER_BIN = os.path.join(PEERS, "target", "release")
+LIBZMQ_SO = os.path.join(ROOT, "target", "release", "libzmq.so")
+
+ROLES = ["local_thr", "remote_thr", "local_lat", "remote_lat", "inproc_thr", "inproc_lat"]
+RDMA_ENV = {"RZMQ_RDMA": "require", "RZMQ_RDMA_PROVIDER": "soft", "RZMQ_RDMA_LOG": "1"}
+RDMA_PROOF = "transport rdma/soft"
+
+# (size, throughput message count, latency round trips): about 1 s per run for libzmq over tcp
+# on a 2-core machine. --quick takes the marked sizes with the counts divided by QUICK_DIV, but
+# at least QUICK_MIN: local_thr times from the first message to the last, and with a handful of
+# large messages the transfers that overlap the first one inflate the rate (10 x 16 MiB over
+# RDMA soft read 6x faster than 60).
+KiB, MiB = 1 << 10, 1 << 20
+CASES = [
+    (8, 2_500_000, 10_000),
+    (64, 2_000_000, 10_000),
+    (1 * KiB, 400_000, 10_000),
+    (64 * KiB, 20_000, 4_000),
+    (1 * MiB, 1_200, 500),
+    (16 * MiB, 60, 40),
+]
+QUICK_THR = [64, 1 * KiB, 64 * KiB, 1 * MiB, 16 * MiB]
+QUICK_LAT = [64, 64 * KiB, 1 * MiB]
+QUICK_DIV = 6
+QUICK_MIN = 30
+
+
+def sh(cmd, **kw):
+    print("+ " + " ".join(cmd), file=sys.stderr)
+    subprocess.check_call(cmd, **kw)
 
 
 def zeromq_src_vendor():
@@ -21,24 +67,56 @@ def zeromq_src_vendor():
     sys.exit("zeromq-src 0.3 not found in cargo metadata")
 
 
-def build():
+def build(notes):
+    """Builds libzmq's tools, rzmq's examples and C ABI, and the Rust peers. Returns whether the
+    peers built."""
     os.makedirs(BUILD, exist_ok=True)
     perf = os.path.join(zeromq_src_vendor(), "perf")
-    for t in ["local_thr", "remote_thr", "local_lat", "remote_lat"]:
+    # inproc_*.cpp include the configure-generated platform.hpp only for ZMQ_HAVE_WINDOWS.
+    open(os.path.join(BUILD, "platform.hpp"), "a").close()
+    for t in ROLES:
         out = os.path.join(BUILD, "libzmq_" + t)
         if not os.path.exists(out):
-            subprocess.check_call(["g++", "-O2", "-o", out, os.path.join(perf, t + ".cpp"), "-lzmq", "-lpthread"])
-    subprocess.check_call(["cargo", "build", "--release", "-p", "rzmq-core", "--examples", "-p", "rzmq-capi"], cwd=ROOT)
+            sh(["g++", "-O2", "-I", BUILD, "-o", out, os.path.join(perf, t + ".cpp"), "-lzmq", "-lpthread"])
+    sh(["cargo", "build", "--release", "-p", "rzmq-capi"], cwd=ROOT)
+    sh(["cargo", "build", "--release", "-p", "rzmq-core", "-p", "rzmq-benches", "--examples"], cwd=ROOT)
+    try:
+        sh(["cargo", "build", "--release", "--locked", "--manifest-path", os.path.join(PEERS, "Cargo.toml")])
+        return True
+    except subprocess.CalledProcessError as e:
+        notes.append("The Rust peers (benches/peers) did not build (`cargo build` exit %d): "
+                     "omq, zeromq-rs and rzmq-crate are left out." % e.returncode)
+        return False
 
 
-def tools(impl):
-    ex = os.path.join(ROOT, "target", "release", "examples")
-    if impl == "rzmq-native":
-        return {t: os.path.join(ex, t) for t in ["local_thr", "remote_thr", "local_lat", "remote_lat"]}, {}
-    env = {}
-    if impl == "rzmq-capi":
-        env["LD_PRELOAD"] = os.path.join(ROOT, "target", "release", "libzmq.so")
-    return {t: os.path.join(BUILD, "libzmq_" + t) for t in ["local_thr", "remote_thr", "local_lat", "remote_lat"]}, env
+def libzmq_tools():
+    return {r: [os.path.join(BUILD, "libzmq_" + r)] for r in ROLES}
+
+
+def peer_tools(prefix, roles):
+    return {r: [os.path.join(PEER_BIN, prefix + "_" + r)] for r in roles}
+
+
+def implementations(peers_built):
+    """name -> (tools by role, environment, transports, proven on RDMA)."""
+    native = {r: [os.path.join(EXAMPLES, r)] for r in ROLES}
+    rdma = {r: [os.path.join(EXAMPLES, "rdma_" + r)] for r in ROLES[:4]}
+    capi = {"LD_PRELOAD": LIBZMQ_SO}
+    impls = {
+        "libzmq": (libzmq_tools(), {}, ["tcp", "ipc", "inproc"], False),
+        "rzmq-native": (native, {}, ["tcp", "ipc", "inproc"], False),
+        # The C ABI installs the RDMA upgrader itself; off keeps these rows on tcp even where an
+        # RDMA device would be found.
+        "rzmq-capi": (libzmq_tools(), dict(capi, RZMQ_RDMA="off"), ["tcp", "ipc", "inproc"], False),
+        "rzmq-rdma-soft": (rdma, dict(RDMA_ENV), ["tcp"], True),
+        "rzmq-capi-rdma-soft": (libzmq_tools(), dict(capi, **RDMA_ENV), ["tcp"], True),
+    }
+    if peers_built:
+        impls["omq"] = (peer_tools("omq", ROLES), {}, ["tcp", "ipc", "inproc"], False)
+        # zmq.rs has no inproc transport.
+        impls["zeromq-rs"] = (peer_tools("zeromq_rs", ROLES[:4]), {}, ["tcp", "ipc"], False)
+        impls["rzmq-crate"] = (peer_tools("rzmq_crate", ROLES), {}, ["tcp", "ipc", "inproc"], False)
+    return impls
 
 
 PORT = [56000]
@@ -51,87 +129,228 @@ def endpoint(transport):
     return "ipc:///tmp/rzmq-bench-%d-%d.sock" % (os.getpid(), PORT[0])
 
 
-def run_pair(server, client, args, env, report_server):
-    e = dict(os.environ, **env)
-    s = subprocess.Popen(server + args, stdout=subprocess.PIPE, text=True, env=e)
-    time.sleep(0.25)
-    c = subprocess.run(client + args, stdout=subprocess.PIPE, text=True, env=e, timeout=300)
-    so, _ = s.communicate(timeout=300)
-    return so if report_server else c.stdout
+def clean_env(extra):
+    # Nothing of the caller's RZMQ_* or LD_PRELOAD settings leaks into a row.
+    e = {k: v for k, v in os.environ.items() if not k.startswith("RZMQ_") and k != "LD_PRELOAD"}
+    e.update(extra)
+    return e
 
 
-def thr(impl, transport, size, count):
-    t, env = tools(impl)
-    ep = endpoint(transport)
-    out = run_pair([t["local_thr"]], [t["remote_thr"]], [ep, str(size), str(count)], env, True)
-    m = re.search(r"mean throughput: (\d+) \[msg/s\]", out)
-    return float(m.group(1)) if m else float("nan")
+def run_procs(cmds, env, timeout):
+    """Starts the commands (0.2 s apart: the first binds), waits for all, kills all past the
+    timeout. Returns [(returncode or None, stdout, stderr)]."""
+    procs = []
+    for i, c in enumerate(cmds):
+        if i:
+            time.sleep(0.2)
+        procs.append(subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    deadline = time.time() + timeout
+    out = []
+    for p in procs:
+        try:
+            so, se = p.communicate(timeout=max(0.1, deadline - time.time()))
+            out.append((p.returncode, so, se))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            so, se = p.communicate()
+            out.append((None, so, se))
+    return out
 
 
-def lat(impl, transport, size, count):
-    t, env = tools(impl)
-    ep = endpoint(transport)
-    out = run_pair([t["local_lat"]], [t["remote_lat"]], [ep, str(size), str(count)], env, False)
-    m = re.search(r"average latency: ([\d.]+) \[us\]", out)
-    return float(m.group(1)) if m else float("nan")
+def measure(spec, kind, transport, size, count, timeout):
+    """One run. Returns (value or None, why not)."""
+    tools, env, _, rdma = spec
+    e = clean_env(env)
+    if transport == "inproc":
+        role = "inproc_" + kind
+        if role not in tools:
+            return None, "no %s" % role
+        res = run_procs([tools[role] + [str(size), str(count)]], e, timeout)
+        report = res[0][1]
+    else:
+        ep = endpoint(transport)
+        args = [ep, str(size), str(count)]
+        server, client = ("local_thr", "remote_thr") if kind == "thr" else ("local_lat", "remote_lat")
+        res = run_procs([tools[server] + args, tools[client] + args], e, timeout)
+        report = res[0][1] if kind == "thr" else res[1][1]
+    if any(rc is None for rc, _, _ in res):
+        tails = ["; ".join(se.strip().splitlines()[-2:]) for _, _, se in res]
+        return None, "timed out after %d s; stderr: %s" % (timeout, " | ".join(t[-300:] for t in tails))
+    bad = [(rc, se) for rc, _, se in res if rc != 0]
+    if bad:
+        return None, "exit %s: %s" % (bad[0][0], bad[0][1].strip()[-200:])
+    if rdma:
+        for _, _, se in res:
+            if RDMA_PROOF not in se:
+                return None, "not on RDMA: %r" % se.strip()[-200:]
+    pat = r"mean throughput: (\d+) \[msg/s\]" if kind == "thr" else r"average latency: ([\d.]+) \[us\]"
+    m = re.search(pat, report)
+    if not m:
+        return None, "no result in %r" % report[-200:]
+    return float(m.group(1)), None
+
+
+def fmt_size(n):
+    if n >= MiB and n % MiB == 0:
+        return "%d MiB" % (n // MiB)
+    if n >= KiB and n % KiB == 0:
+        return "%d KiB" % (n // KiB)
+    return "%d B" % n
+
+
+def fmt_thr(v):
+    if v >= 1e6:
+        return "%.2fM" % (v / 1e6)
+    if v >= 1e4:
+        return "%.0fk" % (v / 1e3)
+    if v >= 1e3:
+        return "%.1fk" % (v / 1e3)
+    return "%.0f" % v
+
+
+def fmt_lat(v):
+    return "%.1f" % v if v < 1000 else "%.0f" % v
+
+
+def peer_versions():
+    lock = os.path.join(PEERS, "Cargo.lock")
+    if not os.path.exists(lock):
+        return "unknown (no benches/peers/Cargo.lock)"
+    text = open(lock).read()
+    found = []
+    for name in ["omq-tokio", "zeromq", "rzmq", "tokio"]:
+        m = re.search(r'name = "%s"\nversion = "([^"]+)"' % re.escape(name), text)
+        if m:
+            found.append("%s %s" % (name, m.group(1)))
+    return ", ".join(found)
+
+
+def libzmq_version():
+    try:
+        v = subprocess.check_output(["dpkg-query", "-W", "-f", "${Version}", "libzmq5"], text=True,
+                                    stderr=subprocess.DEVNULL)
+        return "Debian libzmq5 %s" % v
+    except (OSError, subprocess.CalledProcessError):
+        return "the system libzmq"
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rounds", type=int, help="rounds (5, quick 2)")
+    ap.add_argument("--quick", action="store_true", help="fewer sizes, counts / %d" % QUICK_DIV)
+    ap.add_argument("--only", help="comma-separated implementations (libzmq is always run)")
+    ap.add_argument("--timeout", type=int, help="seconds per run before it is killed (120, quick 30)")
+    ap.add_argument("--no-write", action="store_true", help="print the table, leave docs/ alone")
     a = ap.parse_args()
-    build()
-    impls = ["libzmq", "rzmq-native", "rzmq-capi"]
-    thr_cases = [(64, 2_000_000), (1024, 500_000), (1 << 20, 2_000)]
-    lat_cases = [(64, 20_000)]
-    transports = ["tcp", "ipc"]
+    a.rounds = a.rounds or (2 if a.quick else 5)
+    a.timeout = a.timeout or (30 if a.quick else 120)
+    notes = []
+    impls = implementations(build(notes))
+    if a.only:
+        keep = set(a.only.split(",")) | {"libzmq"}
+        impls = {k: v for k, v in impls.items() if k in keep}
+    thr_cases = [(s, c) for s, c, _ in CASES]
+    lat_cases = [(s, c) for s, _, c in CASES]
     if a.quick:
-        thr_cases = [(64, 300_000), (1024, 100_000), (1 << 20, 300)]
-        lat_cases = [(64, 3_000)]
-        transports = ["tcp"]
-    results = {}
+        thr_cases = [(s, max(QUICK_MIN, c // QUICK_DIV)) for s, c in thr_cases if s in QUICK_THR]
+        lat_cases = [(s, max(QUICK_MIN, c // QUICK_DIV)) for s, c in lat_cases if s in QUICK_LAT]
+    transports = ["tcp", "ipc", "inproc"]
+    results, failures = {}, {}
+    started = time.time()
     for r in range(a.rounds):
         for transport in transports:
-            for size, count in thr_cases:
-                for impl in impls:
-                    results.setdefault(("thr", transport, size, impl), []).append(thr(impl, transport, size, count))
-            for size, count in lat_cases:
-                for impl in impls:
-                    results.setdefault(("lat", transport, size, impl), []).append(lat(impl, transport, size, count))
-        print("round %d done" % (r + 1), file=sys.stderr)
-    rows = []
-    for (kind, transport, size, impl), vals in sorted(results.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2], impls.index(kv[0][3]))):
-        med = statistics.median(vals)
-        base = statistics.median(results[(kind, transport, size, "libzmq")])
-        rows.append((kind, transport, size, impl, med, med / base if base else float("nan")))
-    lines = []
-    lines.append("| test | transport | size | implementation | median | ratio to libzmq |")
-    lines.append("| --- | --- | --- | --- | --- | --- |")
-    for kind, transport, size, impl, med, ratio in rows:
-        unit = "msg/s" if kind == "thr" else "us one-way"
-        val = "%d %s" % (med, unit) if kind == "thr" else "%.1f %s" % (med, unit)
-        lines.append("| %s | %s | %d B | %s | %s | %.2fx |" % ("throughput" if kind == "thr" else "latency", transport, size, impl, val, ratio))
+            for kind, cases in (("thr", thr_cases), ("lat", lat_cases)):
+                for size, count in cases:
+                    for name, spec in impls.items():
+                        if transport not in spec[2]:
+                            continue
+                        key = (kind, transport, size, name)
+                        v, why = measure(spec, kind, transport, size, count, a.timeout)
+                        if v is None:
+                            failures.setdefault(key, []).append(why)
+                            print("FAILED %s: %s" % (key, why), file=sys.stderr)
+                        else:
+                            results.setdefault(key, []).append(v)
+        print("round %d done (%.0f s)" % (r + 1, time.time() - started), file=sys.stderr)
+
+    names = list(impls)
+    lines = ["| test | transport | size | " + " | ".join(names) + " |",
+             "| --- | --- | --- |" + " --- |" * len(names)]
+    for kind, cases in (("thr", thr_cases), ("lat", lat_cases)):
+        for transport in transports:
+            for size, _ in cases:
+                base = results.get((kind, transport, size, "libzmq"))
+                base = statistics.median(base) if base else None
+                cells = []
+                for name in names:
+                    key = (kind, transport, size, name)
+                    if transport not in impls[name][2]:
+                        cells.append("n/a")
+                    elif key not in results:
+                        cells.append("failed")
+                    else:
+                        med = statistics.median(results[key])
+                        cell = fmt_thr(med) if kind == "thr" else fmt_lat(med)
+                        if base:
+                            cell += " (%.2fx)" % (med / base)
+                        if key in failures:
+                            cell += " [%d of %d runs failed]" % (len(failures[key]), a.rounds)
+                        cells.append(cell)
+                test = "throughput, msg/s" if kind == "thr" else "latency, us one-way"
+                lines.append("| %s | %s | %s | %s |" % (test, transport, fmt_size(size), " | ".join(cells)))
     table = "\n".join(lines)
+    for key, whys in sorted(failures.items()):
+        notes.append("%s %s %s %s: %d of %d runs failed (%s)." % (
+            {"thr": "throughput", "lat": "latency"}[key[0]], key[1], fmt_size(key[2]), key[3],
+            len(whys), a.rounds, whys[0]))
     print(table)
+    for n in notes:
+        print("note: " + n, file=sys.stderr)
+    if a.no_write:
+        return
+
     cpu = ""
     try:
         cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0]
-    except Exception:
+    except (OSError, IndexError):
         pass
+    thr_counts = ", ".join("%s: %d" % (fmt_size(s), c) for s, c in thr_cases)
+    lat_counts = ", ".join("%s: %d" % (fmt_size(s), c) for s, c in lat_cases)
+    cmd = "python3 benches/compare.py --rounds %d%s%s" % (
+        a.rounds, " --quick" if a.quick else "", " --only " + a.only if a.only else "")
     block = [
         "<!-- compare:begin -->",
-        "Generated by `python3 benches/compare.py --rounds %d%s` on %s." % (a.rounds, " --quick" if a.quick else "", datetime.date.today().isoformat()),
+        "Generated by `%s` on %s (%.0f s)." % (cmd, datetime.date.today().isoformat(), time.time() - started),
         "",
-        "Machine: %s, %d cores, %s. libzmq: the system library (Debian libzmq5 %s). Each round runs every" % (cpu, os.cpu_count(), platform.platform(), "4.3.x"),
-        "configuration once, alternating; the table shows medians over rounds. `rzmq-capi` is libzmq's own",
-        "perf tools with `LD_PRELOAD=target/release/libzmq.so`; `rzmq-native` is `target/release/examples/*`.",
-        "Throughput: `local_thr <ep> <size> <count>` / `remote_thr <ep> <size> <count>` (a fresh message per",
-        "send); latency: `local_lat`/`remote_lat <ep> <size> <roundtrips>`. For latency, lower ratios are better.",
+        "Machine: %s, %d cores, %s. libzmq: %s (its perf tools built from zeromq-src 0.3 vendor/perf)."
+        % (cpu, os.cpu_count(), platform.platform(), libzmq_version()),
+        "Rust peers (`benches/peers/Cargo.lock`): %s." % peer_versions(),
+        "",
+        "Each round runs every configuration once, alternating; cells are the median over the rounds",
+        "and, in parentheses, its ratio to libzmq's median in the same row (for latency, lower is",
+        "better). n/a: the implementation has no such transport or tool.",
+        "",
+        "- Throughput: `local_thr <ep> <size> <count>` (binds PULL, reports) and `remote_thr <ep> <size>",
+        "  <count>` (connects PUSH, a fresh message per send); inproc: `inproc_thr <size> <count>`. Counts: %s." % thr_counts,
+        "- Latency: `local_lat <ep> <size> <roundtrips>` (REP, binds) and `remote_lat <ep> <size>",
+        "  <roundtrips>` (REQ, reports half the mean round trip); inproc: `inproc_lat <size> <roundtrips>`.",
+        "  Round trips: %s." % lat_counts,
+        "- Endpoints: `tcp://127.0.0.1:<port>`, `ipc:///tmp/rzmq-bench-<pid>-<n>.sock`.",
+        "- `libzmq`: `benches/build/libzmq_<tool>`; `rzmq-native`: `target/release/examples/<tool>`;",
+        "  `rzmq-capi`: `LD_PRELOAD=target/release/libzmq.so RZMQ_RDMA=off benches/build/libzmq_<tool>`.",
+        "- `rzmq-rdma-soft`: `RZMQ_RDMA=require RZMQ_RDMA_PROVIDER=soft RZMQ_RDMA_LOG=1",
+        "  target/release/examples/rdma_<tool>`; `rzmq-capi-rdma-soft`: the same environment with",
+        "  `LD_PRELOAD=target/release/libzmq.so benches/build/libzmq_<tool>`. A run counts only if both",
+        "  processes log `%s` for their connection." % RDMA_PROOF,
+        "- `omq`, `zeromq-rs`, `rzmq-crate`: `benches/peers/target/release/{omq,zeromq_rs,rzmq_crate}_<tool>`",
+        "  (`cargo build --release --locked --manifest-path benches/peers/Cargo.toml`).",
         "",
         table,
-        "<!-- compare:end -->",
     ]
+    if notes:
+        block += [""] + ["Note: " + n for n in notes]
+    block.append("<!-- compare:end -->")
     path = os.path.join(ROOT, "docs", "BENCHMARKS.md")
     text = open(path).read() if os.path.exists(path) else "# Benchmarks\n\n"
     new = "\n".join(block)

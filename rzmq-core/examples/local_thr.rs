@@ -10,7 +10,7 @@ use perf_common::*;
 
 const USAGE: &str = "local_thr <bind-to> <message-size> <message-count> [<enable_curve>]";
 
-fn main() {
+pub fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 4 && args.len() != 5 {
         println!("usage: {USAGE}");

@@ -1,0 +1,3 @@
+fn main() {
+    rzmq_bench_peers::omq::inproc_thr();
+}
