@@ -372,6 +372,11 @@ impl Upgrade {
         self.up.advertise().ok()
     }
 
+    /// True once the peer's GO was read: input comes from the alternative path.
+    pub fn input_switched(&self) -> bool {
+        self.in_switched
+    }
+
     /// True once messages move on the alternative path (both directions switched).
     pub fn is_up(&self) -> bool {
         self.out_switched && self.in_switched
@@ -730,6 +735,11 @@ impl Engine {
             return p;
         }
         if self.upgrade.as_ref().is_some_and(|u| u.out_switched) {
+            // Our GO (and any control traffic) first: the peer holds what the path delivers
+            // until it has read the GO.
+            if let Some(p) = self.flush_stream() {
+                return p;
+            }
             if let Some(p) = self.alt_out(next) {
                 return p;
             }
@@ -744,6 +754,9 @@ impl Engine {
                     if self.upgrade.as_ref().is_some_and(|u| u.go_due) && !self.out_in_multipart {
                         // The switch, at a message boundary.
                         if let Some(p) = self.maybe_go() {
+                            return p;
+                        }
+                        if let Some(p) = self.flush_stream() {
                             return p;
                         }
                         if let Some(p) = self.alt_out(next) {
@@ -799,6 +812,21 @@ impl Engine {
     /// alternative path (or its peer's acknowledgement).
     pub fn has_output(&self) -> bool {
         self.proto.has_output() || self.upgrade.as_ref().is_some_and(|u| u.busy())
+    }
+
+    /// Writes what the stream can take now of the queued output (control traffic once the
+    /// messages have moved to the alternative path).
+    fn flush_stream(&mut self) -> Option<Progress> {
+        while self.proto.has_output() {
+            match self.proto.write_to(&mut self.stream) {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Some(Progress::Closed(Closed::Io(e))),
+            }
+        }
+        None
     }
 
     /// Sends our `GO` when it is due and we are at a message boundary; output then moves to the

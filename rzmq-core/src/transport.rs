@@ -1287,7 +1287,10 @@ impl Session {
                 return Fate::Keep;
             };
             e.alt_process();
-            e.alt_only = true;
+            // Once input has switched the stream carries only control traffic, read on its own
+            // readiness. Before that, data on the path means the peer's GO was sent on the
+            // stream before it: read the stream too rather than wait for its readiness.
+            e.alt_only = e.upgrade.as_ref().is_some_and(|u| u.input_switched());
             let f = self.pump_in(r, token);
             if let Some(e) = self.engine.as_mut() {
                 e.alt_only = false;

@@ -137,7 +137,14 @@ impl Upgrader for RdmaUpgrader {
     fn start(&self, local: Option<SocketAddr>) -> Result<(Box<dyn HalfPath>, Vec<u8>), AltError> {
         let dev = self.device_for(local)?;
         let describe = format!("rdma/{} {}", dev.info().provider.name(), dev.info().name);
-        let (dp, info) = DataPath::new(dev, self.cfg.clone()).map_err(err)?;
+        let mut cfg = self.cfg.clone();
+        if dev.info().provider == ProviderKind::Soft {
+            // The soft NIC's ACKs come from a thread that a loaded machine may not schedule for
+            // a while: ~270 ms per try (7 tries) instead of hardware's ~67 ms, so that a busy
+            // CI machine is not mistaken for a cut wire.
+            cfg.rts.timeout = cfg.rts.timeout.max(16);
+        }
+        let (dp, info) = DataPath::new(dev, cfg).map_err(err)?;
         Ok((Box::new(Half { dp, describe }), info.to_bytes()))
     }
 
