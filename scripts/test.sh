@@ -5,7 +5,8 @@
 #   2. libzmq 4.3.5's own test suite compiled against our zmq.h and libzmq.so (compat/);
 #   3. pyzmq's test suite on the stock wheel with our libzmq.so preloaded, plus vLLM-style
 #      traffic between a process on stock libzmq and one on rzmq (compat/);
-#   4. RDMA on the soft provider: the socket-pattern matrix with RDMA required, and vLLM-style
+#   4. RDMA on the soft provider: the socket-pattern matrix with RDMA required (on soft, and on
+#      the ibverbs provider over the emulated libibverbs.so.1), and vLLM-style
 #      traffic through the C ABI with RDMA required, on loopback and across network namespaces.
 # Set RZMQ_TEST_QUICK=1 to run only step 1.
 set -euo pipefail
@@ -17,6 +18,20 @@ cargo test --workspace --release -- --test-threads=2
 # The pattern matrix again, every tcp connection required to move to RDMA (soft provider).
 RZMQ_RDMA=require RZMQ_RDMA_PROVIDER=soft \
   cargo test --release -p rzmq-tests --test patterns -- --test-threads=2
+# The same matrix through the unmodified ibverbs provider, over the soft NIC behind the
+# libibverbs C ABI (rzmq-ibverbs-soft, loaded as libibverbs.so.1 from a private directory).
+IBV_SOFT_DIR="$PWD/target/ibverbs-soft"
+mkdir -p "$IBV_SOFT_DIR"
+ln -sf "$PWD/target/release/libibverbs_soft.so" "$IBV_SOFT_DIR/libibverbs.so.1"
+# LD_LIBRARY_PATH reaches only the test process (as a runner): set on cargo itself, it would make
+# rdma-mummy-sys' build script (bindgen/clang-sys watches LD_LIBRARY_PATH) run again and
+# rebuild everything above it. Equivalent to
+#   RZMQ_RDMA=require RZMQ_RDMA_PROVIDER=ibverbs LD_LIBRARY_PATH=target/ibverbs-soft \
+#     cargo test --release -p rzmq-tests --test patterns
+RZMQ_RDMA=require RZMQ_RDMA_PROVIDER=ibverbs \
+  cargo test --release -p rzmq-tests --test patterns \
+  --config "target.'cfg(all())'.runner=['env','LD_LIBRARY_PATH=$IBV_SOFT_DIR']" \
+  -- --test-threads=2
 if [ "${RZMQ_TEST_QUICK:-0}" = "1" ]; then
   exit 0
 fi

@@ -20,7 +20,22 @@ struct Side {
 
 impl Side {
     fn new(cfg: SoftConfig, caps: QpCaps, sig_all: bool, buf_len: usize, access: Access) -> Side {
-        let dev: Arc<dyn Device> = SoftDevice::open(cfg).unwrap();
+        Side::on(
+            SoftDevice::open(cfg).unwrap(),
+            caps,
+            sig_all,
+            buf_len,
+            access,
+        )
+    }
+
+    fn on(
+        dev: Arc<dyn Device>,
+        caps: QpCaps,
+        sig_all: bool,
+        buf_len: usize,
+        access: Access,
+    ) -> Side {
         let pd = dev.alloc_pd().unwrap();
         let scq = dev.create_cq(1024).unwrap();
         let rcq = dev.create_cq(1024).unwrap();
@@ -1097,4 +1112,42 @@ fn invalidated_window_refuses_the_old_rkey() {
     let read = SendOp::RdmaRead(RemoteAddr { addr: base, rkey });
     a.post(&[wr(3, &s, read, SIG)]).unwrap();
     assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::RemAccessErr);
+}
+
+/// GID-addressed devices (what the emulated libibverbs uses): the GID, QP number and PSN that
+/// `ibv_modify_qp` carries are enough to connect; a GID of anything else is refused.
+#[test]
+fn gid_addressed_devices_connect_by_gid_and_qpn() {
+    let da = SoftDevice::open_gid_addressed(SoftConfig::default()).unwrap();
+    let db = SoftDevice::open_gid_addressed(SoftConfig::default()).unwrap();
+    let (ga, gb) = (da.gid(), db.gid());
+    assert!(!ga.is_zero() && ga != gb);
+    assert_eq!(da.query_gid(1, 0).unwrap(), ga);
+    assert!(SoftDevice::open(SoftConfig::default())
+        .unwrap()
+        .gid()
+        .is_zero());
+    let a = Side::on(da, QpCaps::default(), false, 1 << 16, rw());
+    let b = Side::on(db, QpCaps::default(), false, 1 << 16, rw());
+    for (s, g, peer) in [(&a, gb, &b), (&b, ga, &a)] {
+        let remote = soft::endpoint_from_gid(&g, peer.qp.qpn(), 0).unwrap();
+        s.qp.modify(&ModifyQp::Init(InitAttr::new(1))).unwrap();
+        s.qp.modify(&ModifyQp::Rtr(RtrAttr::new(remote))).unwrap();
+        s.qp.modify(&ModifyQp::Rts(fast_rts())).unwrap();
+    }
+    let s = [a.sge(0, 4096)];
+    a.post(&[wr(1, &s, SendOp::RdmaWrite(b.remote(0)), SIG)])
+        .unwrap();
+    let c = wait(&a.scq, 1);
+    assert_eq!(c[0].status, WcStatus::Success);
+    assert!(matches!(
+        soft::endpoint_from_gid(&Gid([1; 16]), 1, 0),
+        Err(Error::Descriptor(_))
+    ));
+    // IPv4 TCP listeners only.
+    let unix = SoftConfig {
+        listen: WireAddr::Unix(std::env::temp_dir().join("rzmq-gid-unix")),
+        ..SoftConfig::default()
+    };
+    assert!(SoftDevice::open_gid_addressed(unix).is_err());
 }

@@ -316,6 +316,9 @@ impl Drop for Listener {
 struct Shared {
     id: u64,
     addr: WireAddr,
+    /// GID addressing ([`SoftDevice::open_gid_addressed`]): the device id and wire address are
+    /// the GID, QPs carry no secret.
+    gid_mode: bool,
     mrs: RwLock<HashMap<u32, MrEntry>>,
     next_key: AtomicU32,
     next_qpn: AtomicU32,
@@ -375,6 +378,24 @@ pub struct SoftDevice {
 impl SoftDevice {
     /// Opens a device: binds the listener and starts the progress thread.
     pub fn open(cfg: SoftConfig) -> Result<Arc<SoftDevice>> {
+        SoftDevice::open_with(cfg, false)
+    }
+
+    /// Opens a device addressed as a RoCE port is: by its GID alone ([`SoftDevice::gid`],
+    /// which encodes the listener's IPv4 address and port), with no per-QP secret, so that a
+    /// peer connects knowing only the QP number, PSN and GID that `ibv_modify_qp` carries. A wire
+    /// is still accepted only from the remote QP the QP was connected to (as an RC QP accepts
+    /// packets only from its remote QP and GID). IPv4 TCP listeners only.
+    pub fn open_gid_addressed(cfg: SoftConfig) -> Result<Arc<SoftDevice>> {
+        SoftDevice::open_with(cfg, true)
+    }
+
+    fn open_with(cfg: SoftConfig, gid_mode: bool) -> Result<Arc<SoftDevice>> {
+        if gid_mode && !matches!(&cfg.listen, WireAddr::Tcp(a) if a.is_ipv4()) {
+            return Err(Error::InvalidArgument(
+                "GID addressing needs an IPv4 tcp listener",
+            ));
+        }
         let (listener, bound) = match &cfg.listen {
             WireAddr::Tcp(a) => {
                 let l = TcpListener::bind(a)?;
@@ -397,9 +418,14 @@ impl SoftDevice {
             (None, b) => b,
         };
         let seed = random_u64();
+        let id = match (&addr, gid_mode) {
+            (WireAddr::Tcp(a), true) => gid_device_id(&gid_of(a)?),
+            _ => seed,
+        };
         let shared = Arc::new(Shared {
-            id: seed,
+            id,
             addr,
+            gid_mode,
             mrs: RwLock::new(HashMap::new()),
             next_key: AtomicU32::new(((seed >> 32) as u32 & 0x00ff_ffff) | 1),
             next_qpn: AtomicU32::new(((seed >> 8) as u32 & 0x7fff) | 0x100),
@@ -435,6 +461,59 @@ impl SoftDevice {
     pub fn wire_addr(&self) -> WireAddr {
         self.h.shared.addr.clone()
     }
+
+    /// The device's GID: for a GID-addressed device its wire address
+    /// ([`endpoint_from_gid`]), else zero.
+    pub fn gid(&self) -> Gid {
+        match &self.h.shared.addr {
+            WireAddr::Tcp(a) if self.h.shared.gid_mode => gid_of(a).unwrap_or_default(),
+            _ => Gid::default(),
+        }
+    }
+}
+
+/// The GID prefix of GID-addressed soft devices: `fe80::` then `RZ`, port, IPv4 address.
+const GID_PREFIX: [u8; 10] = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, b'R', b'Z'];
+
+fn gid_of(a: &SocketAddr) -> Result<Gid> {
+    let SocketAddr::V4(v4) = a else {
+        return Err(Error::InvalidArgument(
+            "GID addressing needs an IPv4 address",
+        ));
+    };
+    let mut g = [0u8; 16];
+    g[..10].copy_from_slice(&GID_PREFIX);
+    g[10..12].copy_from_slice(&v4.port().to_be_bytes());
+    g[12..16].copy_from_slice(&v4.ip().octets());
+    Ok(Gid(g))
+}
+
+fn gid_device_id(g: &Gid) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&g.0[8..16]);
+    u64::from_be_bytes(b)
+}
+
+/// The soft endpoint of remote QP `qpn` (first PSN `psn`) on the GID-addressed device `gid`:
+/// what `ibv_modify_qp(RTR)`'s `dest_qp_num`, `rq_psn` and `ah_attr.grh.dgid` say.
+pub fn endpoint_from_gid(gid: &Gid, qpn: u32, psn: u32) -> Result<Endpoint> {
+    if gid.0[..10] != GID_PREFIX {
+        return Err(Error::Descriptor(
+            "not the GID of a GID-addressed soft device",
+        ));
+    }
+    let port = u16::from_be_bytes([gid.0[10], gid.0[11]]);
+    let ip = std::net::Ipv4Addr::new(gid.0[12], gid.0[13], gid.0[14], gid.0[15]);
+    let addr = WireAddr::Tcp(SocketAddr::from((ip, port)));
+    Ok(Endpoint {
+        provider: ProviderKind::Soft,
+        qpn: qpn & PSN_MASK,
+        psn: psn & PSN_MASK,
+        lid: 0,
+        gid: *gid,
+        mtu: Mtu::M4096,
+        extra: encode_extra(gid_device_id(gid), 0, &addr),
+    })
 }
 
 impl Device for SoftDevice {
@@ -467,7 +546,7 @@ impl Device for SoftDevice {
         if port != 1 || index != 0 {
             return Err(Error::NotFound(format!("gid {port}/{index}")));
         }
-        Ok(Gid::default())
+        Ok(self.gid())
     }
 
     fn alloc_pd(&self) -> Result<Arc<dyn Pd>> {
@@ -585,7 +664,7 @@ impl Pd for SoftPd {
             sig_all: init.sq_sig_all,
             send_cq,
             recv_cq,
-            secret: random_u64(),
+            secret: if s.gid_mode { 0 } else { random_u64() },
             inner: Mutex::new(QpInner::new()),
         });
         lock(&s.qps).insert(qpn, qp.clone());
