@@ -39,7 +39,7 @@ REPORT = ROOT / "docs" / "COMPAT.md"
 
 # What rzmq's zmq_has() is meant to answer true for. It decides which ZMQ_HAVE_* the tests see
 # (test_capabilities then checks zmq_has() against it) and which na-unless-CAP tests are built.
-RZMQ_CAPS = ["ipc"]
+RZMQ_CAPS = ["ipc", "curve"]
 
 ALL_CAPS = ["ipc", "pgm", "tipc", "vmci", "norm", "curve", "gssapi", "draft", "ws", "wss"]
 CAP_DEFINES = {

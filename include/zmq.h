@@ -31,6 +31,10 @@ extern "C" {
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
+#if !defined _WIN32
+/* As libzmq 4.3.5's zmq.h (for zmq_ppoll's sigset_t): code built against it may rely on it. */
+#include <signal.h>
+#endif
 
 /* Symbol visibility of the exported functions. */
 #if defined __GNUC__ && __GNUC__ >= 4

@@ -26,7 +26,7 @@ pub unsafe extern "C" fn zmq_version(major: *mut c_int, minor: *mut c_int, patch
     }
 }
 
-/// Whether a capability is built: "ipc" yes; "pgm", "tipc", "norm", "vmci", "curve", "gssapi",
+/// Whether a capability is built: "ipc" and "curve" yes; "pgm", "tipc", "norm", "vmci", "gssapi",
 /// "ws", "wss" and "draft" no. Returns 1 or 0.
 ///
 /// # Safety
@@ -159,31 +159,82 @@ pub unsafe extern "C" fn zmq_z85_decode(dest: *mut u8, string: *const c_char) ->
     dest
 }
 
-/// Generates a CURVE key pair. This build has no CURVE mechanism, so, as libzmq built without
-/// libsodium, it fails with `ENOTSUP`.
+/// Writes a 40-character Z85 key and a NUL to `dest` (41 bytes).
 ///
 /// # Safety
-/// Never dereferences its arguments.
-#[no_mangle]
-pub unsafe extern "C" fn zmq_curve_keypair(
-    _z85_public_key: *mut c_char,
-    _z85_secret_key: *mut c_char,
-) -> c_int {
-    set_errno(libc::ENOTSUP);
-    -1
+/// `dest` is writable for 41 bytes.
+unsafe fn write_z85_key(dest: *mut c_char, key: &[u8; 32]) {
+    let text = z85_encode(key).unwrap_or_default();
+    debug_assert_eq!(text.len(), 40);
+    // SAFETY: dest holds 41 bytes (caller's contract); text is 40 bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(text.as_ptr(), dest.cast::<u8>(), text.len());
+        *dest.add(text.len()) = 0;
+    }
 }
 
-/// Derives a CURVE public key from a secret key: `ENOTSUP` without CURVE, as libzmq.
+/// Generates a CURVE key pair (OS randomness, as libsodium's `crypto_box_keypair`) and writes
+/// both keys as 40 Z85 characters and a NUL. Returns 0, or -1 with `EINVAL` for a NULL buffer.
 ///
 /// # Safety
-/// Never dereferences its arguments.
+/// Each pointer is NULL or writable for 41 bytes.
+#[no_mangle]
+pub unsafe extern "C" fn zmq_curve_keypair(
+    z85_public_key: *mut c_char,
+    z85_secret_key: *mut c_char,
+) -> c_int {
+    if z85_public_key.is_null() || z85_secret_key.is_null() {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    let (public, secret) = match rzmq_core::curve_keys::generate_keypair() {
+        Ok(k) => k,
+        Err(e) => {
+            set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+            return -1;
+        }
+    };
+    // SAFETY: both are writable for 41 bytes (caller's contract).
+    unsafe {
+        write_z85_key(z85_public_key, &public);
+        write_z85_key(z85_secret_key, &secret);
+    }
+    0
+}
+
+/// Derives the CURVE public key of a Z85 secret key (40 characters, NUL-terminated) and writes it
+/// as 40 Z85 characters and a NUL. Returns 0, or -1 with `EINVAL` when the secret is not 40 valid
+/// Z85 characters (libzmq would overrun its buffer on longer text).
+///
+/// # Safety
+/// `z85_public_key` is NULL or writable for 41 bytes; `z85_secret_key` is NULL or a NUL-terminated
+/// string.
 #[no_mangle]
 pub unsafe extern "C" fn zmq_curve_public(
-    _z85_public_key: *mut c_char,
-    _z85_secret_key: *const c_char,
+    z85_public_key: *mut c_char,
+    z85_secret_key: *const c_char,
 ) -> c_int {
-    set_errno(libc::ENOTSUP);
-    -1
+    if z85_public_key.is_null() || z85_secret_key.is_null() {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    // SAFETY: NUL-terminated (caller's contract).
+    let text = unsafe { CStr::from_ptr(z85_secret_key) }.to_bytes();
+    let decoded = if text.len() == 40 {
+        z85_decode(text).map(zeroize::Zeroizing::new)
+    } else {
+        None
+    };
+    let Some(bytes) = decoded else {
+        set_errno(libc::EINVAL);
+        return -1;
+    };
+    let mut secret = zeroize::Zeroizing::new([0u8; 32]);
+    secret.copy_from_slice(&bytes);
+    let public = rzmq_core::curve_keys::public_key(&secret);
+    // SAFETY: writable for 41 bytes (caller's contract).
+    unsafe { write_z85_key(z85_public_key, &public) };
+    0
 }
 
 // ----- atomic counters -----------------------------------------------------------------------

@@ -18,6 +18,7 @@
 
 pub mod alt;
 pub mod context;
+pub mod curve_keys;
 pub mod endpoint;
 
 pub mod engine;

@@ -11,11 +11,11 @@
 //!
 //! | options | libzmq 4.3.5 built without the feature | here |
 //! |---|---|---|
-//! | `CURVE_SERVER`, `CURVE_PUBLICKEY`, `CURVE_SECRETKEY`, `CURVE_SERVERKEY` (47-50) | no libsodium/tweetnacl (`ZMQ_HAVE_CURVE` undefined): the cases are compiled out, so set and get fail with `EINVAL` | `EINVAL` while [`HAVE_CURVE`] is false; the key handling (32 raw bytes, 40 Z85 chars, or 41 with NUL) is implemented behind it |
 //! | `GSSAPI_SERVER`, `GSSAPI_PRINCIPAL`, `GSSAPI_SERVICE_PRINCIPAL`, `GSSAPI_PLAINTEXT`, `GSSAPI_PRINCIPAL_NAMETYPE`, `GSSAPI_SERVICE_PRINCIPAL_NAMETYPE` (62-65, 90, 91) | no `HAVE_LIBGSSAPI_KRB5`: set and get `EINVAL` | `EINVAL` |
 //! | `VMCI_BUFFER_SIZE`, `VMCI_BUFFER_MIN_SIZE`, `VMCI_BUFFER_MAX_SIZE`, `VMCI_CONNECT_TIMEOUT` (85-88) | no `ZMQ_HAVE_VMCI`: set and get `EINVAL` | `EINVAL` |
 //! | `RATE`, `RECOVERY_IVL`, `MULTICAST_HOPS`, `MULTICAST_MAXTPDU` (PGM/NORM) | generic options, stored and readable even without OpenPGM | stored (validated), unused |
 //! | PLAIN (44-46) | always built | implemented |
+//! | `CURVE_SERVER`, `CURVE_PUBLICKEY`, `CURVE_SECRETKEY`, `CURVE_SERVERKEY` (47-50) | built with libsodium (`ZMQ_HAVE_CURVE`): keys are 32 raw bytes, 40 Z85 characters or 41 with a NUL; getsockopt gives 32 bytes or 41 (Z85 + NUL) by buffer size | implemented ([`HAVE_CURVE`]) |
 //! | `IPC_FILTER_PID/UID/GID` (58-60) | Linux has `SO_PEERCRED`, so all three are available (write-only) | implemented |
 //! | `TCP_ACCEPT_FILTER` (38) | always available (write-only) | implemented |
 //!
@@ -49,9 +49,9 @@ use std::net::SocketAddr;
 use crate::endpoint::{resolve_ip, ResolveOpts};
 use crate::error::{Error, Result};
 
-/// Whether the CURVE mechanism is built; while false, CURVE options fail with `EINVAL` as in a
-/// libzmq 4.3.5 built without libsodium.
-pub const HAVE_CURVE: bool = false;
+/// Whether the CURVE mechanism is built (it is: pure-Rust crypto, see `zmtp/curve.rs`); were it
+/// false, CURVE options would fail with `EINVAL` as in a libzmq 4.3.5 built without libsodium.
+pub const HAVE_CURVE: bool = true;
 
 // ---------------------------------------------------------------------------------------------
 // Socket types (zmq.h).
@@ -1777,19 +1777,6 @@ mod tests {
     #[test]
     fn features_not_built() {
         let mut o = Options::new(DEALER);
-        let key = [1u8; 32];
-        assert_eq!(o.set(CURVE_SERVER, &i(1)), Err(Error::Inval));
-        assert_eq!(o.set(CURVE_PUBLICKEY, &key), Err(Error::Inval));
-        assert_eq!(o.set(CURVE_SECRETKEY, &key), Err(Error::Inval));
-        assert_eq!(o.set(CURVE_SERVERKEY, &key), Err(Error::Inval));
-        for opt in [
-            CURVE_SERVER,
-            CURVE_PUBLICKEY,
-            CURVE_SECRETKEY,
-            CURVE_SERVERKEY,
-        ] {
-            assert_eq!(o.get(opt), Err(Error::Inval));
-        }
         for opt in [
             GSSAPI_SERVER,
             GSSAPI_PRINCIPAL,
@@ -1859,6 +1846,33 @@ mod tests {
         assert_eq!(&b41[..40], &text[..]);
         assert_eq!(b41[40], 0);
         assert_eq!(v.write_to(&mut [0u8; 40]), Err(Error::Inval));
+
+        // Through set/get, as libzmq built with libsodium.
+        const { assert!(HAVE_CURVE) };
+        let mut o = Options::new(DEALER);
+        assert_eq!(get_int(&o, CURVE_SERVER), 0);
+        o.set(CURVE_SERVER, &i(1)).unwrap();
+        assert_eq!(get_int(&o, MECHANISM), CURVE);
+        assert_eq!(get_int(&o, CURVE_SERVER), 1);
+        o.set(CURVE_SECRETKEY, &with_nul).unwrap();
+        assert_eq!(o.curve_secretkey, key);
+        assert_eq!(
+            get_int(&o, CURVE_SERVER),
+            1,
+            "a secret key keeps the server role"
+        );
+        o.set(CURVE_SERVERKEY, &key).unwrap();
+        assert_eq!(get_int(&o, CURVE_SERVER), 0, "a server key makes a client");
+        assert_eq!(get_int(&o, MECHANISM), CURVE);
+        o.set(CURVE_PUBLICKEY, &text).unwrap();
+        assert_eq!(o.get(CURVE_PUBLICKEY), Ok(OptValue::CurveKey(key)));
+        for opt in [CURVE_PUBLICKEY, CURVE_SECRETKEY, CURVE_SERVERKEY] {
+            assert_eq!(o.set(opt, &[1u8; 123]), Err(Error::Inval));
+            assert_eq!(o.set(opt, &[1u8; 31]), Err(Error::Inval));
+        }
+        o.set(CURVE_SERVER, &i(0)).unwrap();
+        assert_eq!(get_int(&o, MECHANISM), NULL);
+        assert_eq!(o.set(CURVE_SERVER, &i(2)), Err(Error::Inval));
     }
 
     #[test]

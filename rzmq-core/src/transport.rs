@@ -891,6 +891,10 @@ fn make_upgrade(
     if setup.socket_type == SocketType::Stream || setup.options.raw_socket {
         return None;
     }
+    if setup.options.mechanism == crate::options::CURVE {
+        // CURVE hook: the RDMA data path would carry messages unencrypted; stay on tcp.
+        return None;
+    }
     let Stream::Tcp(t) = stream else {
         return None;
     };
@@ -956,6 +960,11 @@ fn make_proto(
         handshake_ivl: ms(o.handshake_ivl),
         peer_address,
         local_properties: vec![("__fd".to_string(), fd.to_string().into_bytes())],
+        curve: zmtp::CurveKeys {
+            public_key: o.curve_publickey,
+            secret_key: o.curve_secretkey,
+            server_key: o.curve_serverkey,
+        },
     };
     Proto::new_zmtp(cfg, Instant::now())
 }

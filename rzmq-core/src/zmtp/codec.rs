@@ -20,6 +20,7 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
 
+use super::curve::{Opener, Sealer};
 use super::error::ZmtpError;
 use crate::msg::{Msg, INLINE_CAP};
 
@@ -78,6 +79,8 @@ pub(crate) struct Decoder {
     batch: Batch,
     direct: Option<Direct>,
     maxmsgsize: i64,
+    /// CURVE hook: opens every frame once the CURVE handshake is done.
+    opener: Option<Box<Opener>>,
 }
 
 impl Batch {
@@ -161,7 +164,13 @@ impl Decoder {
             batch: Batch::new(BATCH_SIZE),
             direct: None,
             maxmsgsize,
+            opener: None,
         }
+    }
+
+    /// CURVE hook: from now on every frame is a `MESSAGE` to open.
+    pub(crate) fn set_opener(&mut self, opener: Opener) {
+        self.opener = Some(Box::new(opener));
     }
 
     /// Where the engine should read next; never empty.
@@ -217,7 +226,16 @@ impl Decoder {
     }
 
     /// The next complete frame: its flags (MORE, COMMAND) and body; `Ok(None)` until one is complete.
+    /// After [`Decoder::set_opener`], the frame opened from its CURVE `MESSAGE`.
     pub(crate) fn next_frame(&mut self) -> Result<Option<(u8, Msg)>, ZmtpError> {
+        let frame = self.next_wire_frame()?;
+        match (self.opener.as_mut(), frame) {
+            (Some(o), Some((_, m))) => o.open(m).map(Some),
+            (_, frame) => Ok(frame),
+        }
+    }
+
+    fn next_wire_frame(&mut self) -> Result<Option<(u8, Msg)>, ZmtpError> {
         if let Some(d) = &self.direct {
             if d.incomplete() {
                 return Ok(None);
@@ -302,6 +320,8 @@ pub(crate) struct OutQueue {
     pos: usize,
     large: VecDeque<Large>,
     large_bytes: usize,
+    /// CURVE hook: boxes every frame once the CURVE handshake is done.
+    sealer: Option<Box<Sealer>>,
 }
 
 impl OutQueue {
@@ -312,7 +332,13 @@ impl OutQueue {
             pos: 0,
             large: VecDeque::new(),
             large_bytes: 0,
+            sealer: None,
         }
+    }
+
+    /// CURVE hook: from now on every frame goes out boxed in a `MESSAGE`.
+    pub(crate) fn set_sealer(&mut self, sealer: Sealer) {
+        self.sealer = Some(Box::new(sealer));
     }
 
     #[inline]
@@ -332,6 +358,9 @@ impl OutQueue {
 
     /// Appends a frame whose body is copied.
     pub(crate) fn push_frame(&mut self, flags: u8, body: &[u8]) {
+        if let Some(s) = self.sealer.as_mut() {
+            return s.seal_frame(&mut self.buf, flags, &[body]);
+        }
         self.buf.reserve(9 + body.len());
         self.header(flags, body.len());
         self.buf.extend_from_slice(body);
@@ -339,6 +368,9 @@ impl OutQueue {
 
     /// Appends a frame whose body is the concatenation of `parts`, copied.
     pub(crate) fn push_frame_parts(&mut self, flags: u8, parts: &[&[u8]]) {
+        if let Some(s) = self.sealer.as_mut() {
+            return s.seal_frame(&mut self.buf, flags, parts);
+        }
         let len = parts.iter().map(|p| p.len()).sum();
         self.buf.reserve(9 + len);
         self.header(flags, len);
@@ -351,7 +383,7 @@ impl OutQueue {
     #[inline]
     pub(crate) fn push_msg(&mut self, flags: u8, msg: Msg) {
         let len = msg.len();
-        if len > LARGE_BODY {
+        if len > LARGE_BODY && self.sealer.is_none() {
             self.header(flags, len);
             self.large_bytes += len;
             self.large.push_back(Large {

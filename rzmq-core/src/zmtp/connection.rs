@@ -1,9 +1,10 @@
 //! One ZMTP session as a sans-IO state machine: bytes and time in, events and bytes out.
 //!
 //! States: greeting (ours is queued at creation, the peer's is checked as it arrives), handshake
-//! (NULL: `READY` exchange; PLAIN: `HELLO`/`WELCOME`/`INITIATE`/`READY`; either may wait for a ZAP
-//! reply), ready (message frames both ways, `PING`/`PONG`, subscriptions), rejected (ZAP said no:
-//! input is discarded until the peer leaves or the handshake times out, as libzmq), failed (every
+//! (NULL: `READY` exchange; PLAIN: `HELLO`/`WELCOME`/`INITIATE`/`READY`; CURVE: the same four
+//! commands, boxed, in `curve.rs`; NULL and the PLAIN and CURVE servers may wait for a ZAP reply),
+//! ready (message frames both ways, `PING`/`PONG`, subscriptions), rejected (ZAP said no: input is
+//! discarded until the peer leaves or the handshake times out, as libzmq), failed (every
 //! call returns the same [`ZmtpError`]).
 
 use std::io::{self, Write};
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::codec::{Decoder, OutQueue, FLAG_COMMAND, FLAG_MORE};
 use super::command;
+use super::curve::{self, CurveError, CurveKeys};
 use super::error::ZmtpError;
 use super::greeting::{self, Mechanism, PeerGreeting, GREETING_LEN};
 use super::handshake::{self, Peer};
@@ -33,8 +35,7 @@ pub struct Config {
     pub socket_type: SocketType,
     /// Our routing id (`ZMQ_ROUTING_ID`), sent as `Identity` by REQ, DEALER and ROUTER.
     pub routing_id: Vec<u8>,
-    /// The security mechanism: [`Mechanism::Null`] or [`Mechanism::Plain`] (CURVE fails the
-    /// handshake with [`ZmtpError::MechanismNotSupported`]).
+    /// The security mechanism: [`Mechanism::Null`], [`Mechanism::Plain`] or [`Mechanism::Curve`].
     pub mechanism: Mechanism,
     /// `ZMQ_PLAIN_SERVER`/`ZMQ_CURVE_SERVER` role (libzmq sends the greeting's as-server byte as 0
     /// regardless, and so do we).
@@ -63,6 +64,8 @@ pub struct Config {
     /// Properties of the connection itself added to the peer metadata (libzmq's private
     /// `__fd`, the source fd that `zmq_msg_get(ZMQ_SRCFD)` reports).
     pub local_properties: Vec<(String, Vec<u8>)>,
+    /// CURVE keys (`ZMQ_CURVE_*KEY`), used when `mechanism` is [`Mechanism::Curve`].
+    pub curve: CurveKeys,
 }
 
 impl Config {
@@ -84,6 +87,7 @@ impl Config {
             handshake_ivl: Some(DEFAULT_HANDSHAKE_IVL),
             peer_address: None,
             local_properties: Vec::new(),
+            curve: CurveKeys::default(),
         }
     }
 }
@@ -135,12 +139,21 @@ enum Step {
     ServerZap,
     /// PLAIN server: `WELCOME` sent, waiting for `INITIATE`.
     ServerInitiate,
+    /// CURVE, either side: the commands go to the `curve` handshake of the connection.
+    Curve,
+    /// CURVE server: `INITIATE` received (the peer is in [`Handshake::peer`]), waiting for the
+    /// ZAP reply.
+    CurveZap,
+    /// CURVE server: ZAP approved, our `READY` is queued and the codec installed; the handshake
+    /// completes with [`Handshake::peer`].
+    CurveAccepted,
 }
 
 struct Handshake {
     greeting: PeerGreeting,
     step: Step,
-    /// NULL: the peer's `READY`, accepted while our own waits for ZAP.
+    /// NULL: the peer's `READY`, accepted while our own waits for ZAP; CURVE server: the
+    /// client's `INITIATE` metadata, while ZAP decides.
     peer: Option<Peer>,
     /// Properties from the ZAP reply (`User-Id` and the handler's metadata).
     zap_props: Vec<(String, Vec<u8>)>,
@@ -169,6 +182,8 @@ pub struct Connection {
     zap_pending: bool,
     /// The handshake ended in an authentication refusal (ours or the peer's `ERROR`).
     rejected: bool,
+    /// The CURVE handshake in progress (steps [`Step::Curve`] and [`Step::CurveZap`]).
+    curve: Option<Box<curve::Handshake>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -215,6 +230,7 @@ impl Connection {
             zap_request: None,
             zap_pending: false,
             rejected: false,
+            curve: None,
             cfg,
         }
     }
@@ -282,8 +298,11 @@ impl Connection {
                     }
                 }
                 State::Handshake(hs) => {
-                    if let (Step::Null { ready_sent: true }, Some(_)) = (hs.step, &hs.peer) {
-                        // NULL: the peer's READY came while ZAP was deciding; ZAP said yes.
+                    if let (Step::Null { ready_sent: true } | Step::CurveAccepted, Some(_)) =
+                        (hs.step, &hs.peer)
+                    {
+                        // NULL: the peer's READY came while ZAP was deciding; CURVE: the client's
+                        // INITIATE did. ZAP said yes.
                         if let Some(peer) = self.take_handshake_peer() {
                             return Ok(Some(Event::Ready(self.on_ready(peer))));
                         }
@@ -297,7 +316,9 @@ impl Connection {
                         Ok(Some(peer)) => return Ok(Some(Event::Ready(self.on_ready(peer)))),
                         Ok(None) => {}
                         Err(e) => {
-                            if let ZmtpError::IncompatibleSocketType { .. } = e {
+                            if let (ZmtpError::IncompatibleSocketType { .. }, false) =
+                                (&e, self.cfg.mechanism == Mechanism::Curve)
+                            {
                                 self.send_error(INCOMPATIBLE_SOCKET_TYPE_REASON);
                             }
                             if let ZmtpError::PeerError { .. } = e {
@@ -341,7 +362,23 @@ impl Connection {
                 Step::ClientWelcome
             }
             (Mechanism::Plain, true) => Step::ServerHello,
-            (m, _) => return Err(self.fail(ZmtpError::MechanismNotSupported(m))),
+            (Mechanism::Curve, as_server) => {
+                // Our properties go in INITIATE (client) or READY (server); a client says HELLO.
+                let ready = command::properties_body(
+                    command::READY,
+                    self.cfg.socket_type,
+                    &self.cfg.routing_id,
+                    &self.cfg.metadata,
+                );
+                let props = ready[1 + command::READY.len()..].to_vec();
+                let (hs, hello) = curve::Handshake::new(&self.cfg.curve, as_server, props)
+                    .map_err(|e| self.fail(e.into()))?;
+                if let Some(hello) = hello {
+                    self.out.push_frame(FLAG_COMMAND, &hello);
+                }
+                self.curve = Some(Box::new(hs));
+                Step::Curve
+            }
         };
         self.state = State::Handshake(Box::new(Handshake {
             greeting: g,
@@ -398,6 +435,10 @@ impl Connection {
         let (g, step) = (hs.greeting, hs.step);
         let ours = self.cfg.socket_type;
         let address = self.cfg.peer_address.as_deref();
+        if let Step::Curve | Step::CurveZap | Step::CurveAccepted = step {
+            // As libzmq, the CURVE commands are checked by name whatever the frame's flags.
+            return self.curve_command(body, g);
+        }
         if !is_command {
             return Err(ZmtpError::UnexpectedCommand);
         }
@@ -438,6 +479,8 @@ impl Connection {
                 Ok(None)
             }
             Step::ServerZap => Err(ZmtpError::OutOfSequence),
+            // Handled above.
+            Step::Curve | Step::CurveZap | Step::CurveAccepted => Err(ZmtpError::UnexpectedCommand),
             Step::ServerInitiate => {
                 let data = plain::parse_initiate(body)?;
                 let peer = handshake::process_ready(data, ours, g, address)?;
@@ -459,19 +502,19 @@ impl Connection {
         self.zap_pending
     }
 
-    /// No ZAP handler is bound. As libzmq 4.3.5: a NULL socket goes on unauthenticated unless
-    /// `ZMQ_ZAP_ENFORCE_DOMAIN` is set; a PLAIN server fails ([`ZmtpError::ZapUnavailable`]).
+    /// No ZAP handler is bound. As libzmq 4.3.5: a NULL socket and a CURVE server go on
+    /// unauthenticated unless `ZMQ_ZAP_ENFORCE_DOMAIN` is set; a PLAIN server fails
+    /// ([`ZmtpError::ZapUnavailable`]).
     pub fn zap_unavailable(&mut self) -> Result<(), ZmtpError> {
         if !self.zap_pending {
             return Ok(());
         }
         self.zap_pending = false;
         self.zap_request = None;
-        let null =
-            matches!(&self.state, State::Handshake(h) if matches!(h.step, Step::Null { .. }));
-        if null && !self.cfg.zap_enforce_domain {
-            self.zap_approved(Vec::new());
-            return Ok(());
+        let lenient = matches!(&self.state,
+            State::Handshake(h) if matches!(h.step, Step::Null { .. } | Step::CurveZap));
+        if lenient && !self.cfg.zap_enforce_domain {
+            return self.zap_approved(Vec::new());
         }
         Err(self.fail(ZmtpError::ZapUnavailable))
     }
@@ -493,11 +536,15 @@ impl Connection {
             Err(e) => return Err(self.fail(e.into())),
         };
         if reply.status == 200 {
-            self.zap_approved(reply.properties);
+            self.zap_approved(reply.properties)?;
         } else {
+            // A CURVE server's ERROR is the same plain-text command as PLAIN's.
+            let error = match self.curve.take() {
+                Some(mut hs) => hs.reject(&reply.status_text),
+                None => command::error_body(&reply.status_text),
+            };
             if reply.status != 300 {
-                self.out
-                    .push_frame(FLAG_COMMAND, &command::error_body(&reply.status_text));
+                self.out.push_frame(FLAG_COMMAND, &error);
             }
             self.rejected = true;
             self.state = State::Rejected;
@@ -505,9 +552,9 @@ impl Connection {
         Ok(reply.status)
     }
 
-    fn zap_approved(&mut self, props: Vec<(String, Vec<u8>)>) {
+    fn zap_approved(&mut self, props: Vec<(String, Vec<u8>)>) -> Result<(), ZmtpError> {
         let State::Handshake(hs) = &mut self.state else {
-            return;
+            return Ok(());
         };
         hs.zap_props = props;
         match hs.step {
@@ -519,8 +566,23 @@ impl Connection {
                 hs.step = Step::ServerInitiate;
                 self.out.push_frame(FLAG_COMMAND, &plain::welcome_body());
             }
+            Step::CurveZap => {
+                hs.step = Step::CurveAccepted;
+                let accepted = match self.curve.take() {
+                    Some(mut c) => c.accept(),
+                    None => Err(CurveError::OutOfSequence),
+                };
+                let (ready, codec) = match accepted {
+                    Ok(r) => r,
+                    Err(e) => return Err(self.fail(e.into())),
+                };
+                self.out.push_frame(FLAG_COMMAND, &ready);
+                self.dec.set_opener(codec.opener);
+                self.out.set_sealer(codec.sealer);
+            }
             _ => {}
         }
+        Ok(())
     }
 
     /// True when the handshake ended in an authentication refusal: ZAP refused the peer, or the
@@ -528,6 +590,54 @@ impl Connection {
     /// when it closes later.
     pub fn is_rejected(&self) -> bool {
         self.rejected
+    }
+
+    /// One command of the CURVE handshake; `Some(peer)` when it completes. A server asks ZAP
+    /// (mechanism `"CURVE"`, the client's long-term key as the one credential) after `INITIATE`,
+    /// as libzmq does whenever a handler is bound; the client's `READY` installs the codec.
+    fn curve_command(&mut self, body: &[u8], g: PeerGreeting) -> Result<Option<Peer>, ZmtpError> {
+        let Some(hs) = self.curve.as_mut() else {
+            return Err(ZmtpError::UnexpectedCommand);
+        };
+        match hs.on_command(body)? {
+            curve::Step::Send(body) => {
+                self.out.push_frame(FLAG_COMMAND, &body);
+                Ok(None)
+            }
+            curve::Step::Initiated {
+                client_key,
+                properties,
+            } => {
+                // libzmq parses the client's metadata right after INITIATE (errors give no
+                // protocol event).
+                let peer = handshake::process_ready(
+                    &properties,
+                    self.cfg.socket_type,
+                    g,
+                    self.cfg.peer_address.as_deref(),
+                )?;
+                if let State::Handshake(h) = &mut self.state {
+                    h.peer = Some(peer);
+                    h.step = Step::CurveZap;
+                }
+                self.request_zap("CURVE", vec![client_key.to_vec()]);
+                Ok(None)
+            }
+            curve::Step::Ready { properties, codec } => {
+                // libzmq reports any error in the server's READY metadata as invalid metadata.
+                let peer = handshake::process_ready(
+                    &properties,
+                    self.cfg.socket_type,
+                    g,
+                    self.cfg.peer_address.as_deref(),
+                )
+                .map_err(|_| CurveError::InvalidMetadata)?;
+                self.curve = None;
+                self.dec.set_opener(codec.opener);
+                self.out.set_sealer(codec.sealer);
+                Ok(Some(peer))
+            }
+        }
     }
 
     fn on_ready(&mut self, mut peer: Peer) -> Peer {

@@ -8,6 +8,7 @@
 
 use std::fmt;
 
+use super::curve::CurveError;
 use super::greeting::MECHANISM_LEN;
 use super::socket_type::SocketType;
 use super::zap::ZapError;
@@ -132,6 +133,8 @@ pub enum ZmtpError {
     ZapReply(ZapError),
     /// Authentication is required but no ZAP handler is bound at `inproc://zeromq.zap.01`.
     ZapUnavailable,
+    /// The CURVE handshake or a CURVE `MESSAGE` failed.
+    Curve(CurveError),
 }
 
 impl ZmtpError {
@@ -151,6 +154,7 @@ impl ZmtpError {
             ZmtpError::InvalidMetadata => Some(PROTOCOL_ERROR_ZMTP_INVALID_METADATA),
             ZmtpError::OutOfSequence => Some(PROTOCOL_ERROR_ZMTP_UNSPECIFIED),
             ZmtpError::ZapReply(z) => Some(z.code()),
+            ZmtpError::Curve(e) => e.protocol_code(),
             _ => None,
         }
     }
@@ -261,6 +265,7 @@ impl fmt::Display for ZmtpError {
             ZmtpError::ZapUnavailable => {
                 f.write_str("authentication required but no ZAP handler is bound")
             }
+            ZmtpError::Curve(e) => write!(f, "CURVE: {e}"),
         }
     }
 }

@@ -28,7 +28,7 @@ pub enum Mechanism {
     Null,
     /// PLAIN: user name and password (RFC 24).
     Plain,
-    /// CURVE: CurveZMQ (not implemented yet).
+    /// CURVE: CurveZMQ (RFC 26).
     Curve,
 }
 
@@ -44,7 +44,7 @@ impl Mechanism {
 
     /// True when rzmq implements this mechanism.
     pub fn is_supported(self) -> bool {
-        matches!(self, Mechanism::Null | Mechanism::Plain)
+        matches!(self, Mechanism::Null | Mechanism::Plain | Mechanism::Curve)
     }
 
     /// The 20-byte NUL-padded greeting field.

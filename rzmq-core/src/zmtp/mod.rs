@@ -51,20 +51,25 @@
 //!   libzmq 4.3.5 just closes; its peer fails on our `READY` before it reads the `ERROR`, so this
 //!   is harmless to interop. Command and frame flags with reserved bits set and sizes with the top
 //!   bit set are rejected (libzmq accepts the former).
-//! - Security: NULL and PLAIN (RFC 24). A NULL socket with `ZMQ_ZAP_DOMAIN` and every PLAIN
+//! - Security: NULL, PLAIN (RFC 24) and CURVE (RFC 26). A NULL socket with `ZMQ_ZAP_DOMAIN` and every PLAIN
 //!   server ask ZAP (RFC 27) before going on: [`Connection::take_zap_request`] hands the request
 //!   to the engine, which answers with [`Connection::zap_reply`] or
 //!   [`Connection::zap_unavailable`]; meanwhile the handshake waits (our `READY`/`WELCOME` is
 //!   held back). ZAP's `User-Id` and metadata join the peer metadata.
 //! - Not supported: ZMTP 1.0/2.0 peers (libzmq falls back to them; we fail with
-//!   [`ZmtpError::BadSignature`] or [`ZmtpError::UnsupportedVersion`]) and CURVE
-//!   ([`ZmtpError::MechanismNotSupported`] after the greeting).
+//!   [`ZmtpError::BadSignature`] or [`ZmtpError::UnsupportedVersion`]) and GSSAPI (not a
+//!   [`Mechanism`]: a peer offering it fails the greeting with a mechanism mismatch).
+//! - CURVE (RFC 26, `curve.rs`): the handshake runs in the handshake state and every frame after
+//!   it is boxed by the send queue and opened by the decoder; a CURVE server asks the ZAP handler
+//!   (mechanism "CURVE", the client's long-term public key as the one credential) whenever one is
+//!   bound, as libzmq does.
 //! - Monitor events: see [`ZmtpError::protocol_code`], [`ZmtpError::auth_status`] and
 //!   [`ZmtpError::reason`] (libzmq reconnects a connecting session only after timeouts).
 
 pub mod codec;
 mod command;
 mod connection;
+mod curve;
 pub mod error;
 pub mod greeting;
 mod handshake;
@@ -79,6 +84,7 @@ pub use connection::{
     parse_command, Config, Connection, Event, DEFAULT_HANDSHAKE_IVL, EXTENSION_PREFIX,
     INCOMPATIBLE_SOCKET_TYPE_REASON,
 };
+pub use curve::{CurveError, CurveKeys};
 pub use error::{FailureReason, ZmtpError};
 pub use greeting::{Mechanism, GREETING_LEN};
 pub use handshake::{Peer, PROP_PEER_ADDRESS};

@@ -325,17 +325,6 @@ fn bad_greetings() {
         c().handle_input(&g, now),
         Err(ZmtpError::MechanismMismatch { .. })
     ));
-    // Our mechanism is not implemented yet.
-    let mut cp = cfg(SocketType::Pair);
-    cp.mechanism = Mechanism::Curve;
-    let mut curve = Connection::new(cp, now);
-    assert_eq!(out(&mut curve).len(), 10, "the signature goes first");
-    assert_eq!(
-        curve
-            .handle_input(&greeting_bytes(b"CURVE", 3, 1), now)
-            .unwrap_err(),
-        ZmtpError::MechanismNotSupported(Mechanism::Curve)
-    );
 }
 
 #[test]

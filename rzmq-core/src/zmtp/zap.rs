@@ -39,9 +39,10 @@ pub struct ZapRequest {
     pub address: Vec<u8>,
     /// Our socket's `ZMQ_ROUTING_ID` (what libzmq sends as the "identity" frame).
     pub routing_id: Vec<u8>,
-    /// The mechanism name (`NULL`, `PLAIN`).
+    /// The mechanism name (`NULL`, `PLAIN`, `CURVE`).
     pub mechanism: &'static str,
-    /// Mechanism-specific credentials (PLAIN: user name, password).
+    /// Mechanism-specific credentials (PLAIN: user name, password; CURVE: the client's 32-byte
+    /// long-term public key).
     pub credentials: Vec<Vec<u8>>,
 }
 
