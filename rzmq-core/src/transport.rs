@@ -891,13 +891,11 @@ fn make_upgrade(
     if setup.socket_type == SocketType::Stream || setup.options.raw_socket {
         return None;
     }
-    if setup.options.mechanism == crate::options::CURVE {
-        // CURVE hook: the RDMA data path would carry messages unencrypted; stay on tcp.
-        return None;
-    }
     let Stream::Tcp(t) = stream else {
         return None;
     };
+    // CURVE: the RDMA path would carry messages unencrypted; the upgrade declines it (and says
+    // so) unless RZMQ_RDMA_CURVE_PLAINTEXT=1.
     Upgrade::new(
         connecting,
         required,

@@ -72,7 +72,7 @@ fn next_transport(m: &mut Socket) -> u32 {
 fn external(data: Vec<u8>, released: &Arc<AtomicUsize>) -> Msg {
     let mut b = data.into_boxed_slice();
     let (ptr, len) = (b.as_mut_ptr(), b.len());
-    let keep = Box::into_raw(b) as *mut [u8] as *mut u8 as usize;
+    let keep = Box::into_raw(b) as *mut u8 as usize;
     let r = released.clone();
     let release: rzmq_core::msg::ReleaseFn = Box::new(move || {
         // SAFETY: the box leaked above, reconstructed once, when the library is done with it.
@@ -363,4 +363,31 @@ fn rdma_starts_only_after_plain_authentication() {
         handler.join().unwrap() >= 1,
         "the wrong password never reached ZAP"
     );
+}
+
+#[test]
+fn curve_connections_keep_the_encrypted_tcp_path() {
+    setup();
+    let ctx = Context::new();
+    let (server_pub, server_sec) = rzmq_core::curve_keys::generate_keypair().unwrap();
+    let (client_pub, client_sec) = rzmq_core::curve_keys::generate_keypair().unwrap();
+    let mut pull = sock(&ctx, SocketType::Pull);
+    pull.set_option_i32(opt::CURVE_SERVER, 1).unwrap();
+    pull.set_option_raw(opt::CURVE_SECRETKEY, &server_sec[..])
+        .unwrap();
+    let mut mon = watch(&ctx, &mut pull, "rdma-curve");
+    pull.bind("tcp://127.0.0.1:*").unwrap();
+    let ep = pull.last_endpoint().to_string();
+    let mut push = sock(&ctx, SocketType::Push);
+    push.set_option_raw(opt::CURVE_SERVERKEY, &server_pub)
+        .unwrap();
+    push.set_option_raw(opt::CURVE_PUBLICKEY, &client_pub)
+        .unwrap();
+    push.set_option_raw(opt::CURVE_SECRETKEY, &client_sec[..])
+        .unwrap();
+    push.connect(&ep).unwrap();
+    push.send(payload(1 << 20, 3), 0).unwrap();
+    // Both ends could do RDMA, but the messages would travel unencrypted there: TCP it is.
+    assert_eq!(next_transport(&mut mon), monitor::TRANSPORT_TCP);
+    assert!(pull.recv_bytes(0).unwrap() == payload(1 << 20, 3));
 }
