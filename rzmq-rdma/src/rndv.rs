@@ -387,7 +387,9 @@ impl Pool {
         }
     }
 
-    /// A buffer of at least `len` bytes, `Ok(None)` when the pool is at its bound.
+    /// A buffer of at least `len` bytes: a free one of its class, else a new registration (over
+    /// the bound too: the bound limits what is kept for reuse). `Ok(None)` is not returned today;
+    /// callers still handle it.
     pub fn alloc(&self, len: usize) -> provider::Result<Option<PoolBuf>> {
         let class = class_of(len);
         let mut g = self.shared.lock();
@@ -405,9 +407,11 @@ impl Pool {
                 drop(b);
             }
         }
-        if g.total + class > self.shared.max_bytes && g.out > 0 {
-            return Ok(None);
-        }
+        // Over the bound with buffers lent out: allocate anyway. The application may hold
+        // received frames as long as it likes (a multipart message larger than the pool is only
+        // handed over whole), so refusing here could wait forever; the bound applies to the free
+        // buffers kept for reuse (trimmed when buffers come back), and what is lent out is bounded
+        // by the socket's high-water mark, as a tcp receive's allocations are.
         let region = Region::new(class);
         // SAFETY: the region lives inside the PoolBuf together with its MR and is dropped after
         // it (field order), so the registration never outlives the memory.
@@ -431,8 +435,15 @@ impl Pool {
             let class = buf.len();
             let mut g = shared.lock();
             g.out -= class;
-            g.free.entry(class).or_default().push(buf);
-            drop(g);
+            if g.total > shared.max_bytes {
+                // Above the bound: give the memory back instead of keeping it for reuse.
+                g.total -= class;
+                drop(g);
+                drop(buf);
+            } else {
+                g.free.entry(class).or_default().push(buf);
+                drop(g);
+            }
             if let Some(f) = &shared.on_release {
                 f();
             }
@@ -450,7 +461,11 @@ impl Pool {
         let class = buf.len();
         let mut g = self.shared.lock();
         g.out -= class;
-        g.free.entry(class).or_default().push(buf);
+        if g.total > self.shared.max_bytes {
+            g.total -= class;
+        } else {
+            g.free.entry(class).or_default().push(buf);
+        }
     }
 
     /// Counters.
@@ -549,7 +564,14 @@ mod tests {
         let a = pool.alloc(100_000).unwrap().unwrap(); // 128 KiB class
         let b = pool.alloc(1).unwrap().unwrap(); // 64 KiB
         let c = pool.alloc(64 * 1024).unwrap().unwrap(); // 64 KiB: total 256 KiB
-        assert!(pool.alloc(1).unwrap().is_none(), "bound reached");
+                                                         // Over the bound while buffers are lent: still served (never a wait on the
+                                                         // application), and given back, not kept, when released.
+        let over = pool.alloc(1).unwrap().unwrap();
+        assert_eq!(pool.stats().total, 320 * 1024);
+        let m_over = pool.into_msg(over, 1, 0);
+        drop(m_over);
+        assert_eq!(pool.stats().total, 256 * 1024, "over-bound buffer kept");
+        released.store(0, std::sync::atomic::Ordering::SeqCst);
         let pa = a.addr();
         let m = pool.into_msg(a, 100_000, rzmq_core::msg::FLAG_MORE);
         assert!(m.more());
