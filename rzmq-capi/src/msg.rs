@@ -161,7 +161,9 @@ pub unsafe extern "C" fn zmq_msg_init(msg: *mut zmq_msg_t) -> c_int {
     call(|| unsafe { init_with(msg, Msg::new()) })
 }
 
-/// Initialises a message of `size` bytes (zeroed) for the caller to fill.
+/// Initialises a message of `size` bytes for the caller to fill: zeroed below
+/// `rzmq_core::pool::POOL_MIN`; larger ones may reuse storage of dropped messages without clearing
+/// it, as libzmq's `malloc` does; sizes above the pool are allocated fallibly (ENOMEM).
 ///
 /// # Safety
 /// As [`zmq_msg_init`].
@@ -171,8 +173,11 @@ pub unsafe extern "C" fn zmq_msg_init_size(msg: *mut zmq_msg_t, size: usize) -> 
         if !aligned(msg) {
             return Err(Error::Fault);
         }
-        let m = if size <= rzmq_core::msg::INLINE_CAP {
+        let m = if size < rzmq_core::pool::POOL_MIN {
+            // One allocation for refcount and bytes.
             Msg::with_size(size)
+        } else if size <= rzmq_core::pool::POOL_MAX {
+            Msg::with_size_recycled(size)
         } else {
             Msg::from_vec(alloc_zeroed(size)?)
         };

@@ -27,7 +27,8 @@ fn main() {
         check(p.connect("inproc://thr_test"), "zmq_connect");
         for _ in 0..count {
             check(
-                p.send_msg(Msg::with_size(size), 0).map_err(|(_, e)| e),
+                p.send_msg(Msg::with_size_recycled(size), 0)
+                    .map_err(|(_, e)| e),
                 "zmq_sendmsg",
             );
         }

@@ -22,8 +22,9 @@ pub fn main() {
     let mut s = check(ctx.socket(SocketType::Push), "zmq_socket");
     check(s.connect(connect_to), "zmq_connect");
     for _ in 0..count {
-        // A fresh message per send, as libzmq's remote_thr does (zmq_msg_init_size).
-        let m = Msg::with_size(size);
+        // A fresh message per send, as libzmq's remote_thr does (zmq_msg_init_size: contents
+        // unspecified, large sizes from recycled storage like malloc's).
+        let m = Msg::with_size_recycled(size);
         check(s.send_msg(m, 0).map_err(|(_, e)| e), "zmq_sendmsg");
     }
     drop(s);

@@ -29,6 +29,7 @@ pub mod pattern;
 pub mod pipe;
 
 pub mod poll;
+pub mod pool;
 
 pub mod proxy;
 pub mod signal;

@@ -36,6 +36,8 @@ pub struct Buffer {
 
 enum Owner {
     Boxed(#[allow(dead_code)] Box<[u8]>),
+    /// Storage from [`crate::pool`], given back on drop.
+    Pooled(Option<Box<[u8]>>),
     External(Option<ReleaseFn>),
 }
 
@@ -55,6 +57,17 @@ impl Buffer {
             ptr,
             len,
             owner: Owner::Boxed(data),
+        }
+    }
+
+    /// A buffer exposing the first `len` bytes of pooled storage, which goes back to the pool
+    /// when the buffer drops. Panics when `len` exceeds the storage.
+    pub fn from_pooled(mut data: Box<[u8]>, len: usize) -> Buffer {
+        assert!(len <= data.len(), "pooled storage too small");
+        Buffer {
+            ptr: data.as_mut_ptr(),
+            len,
+            owner: Owner::Pooled(Some(data)),
         }
     }
 
@@ -103,10 +116,18 @@ impl Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        if let Owner::External(release) = &mut self.owner {
-            if let Some(f) = release.take() {
-                f();
+        match &mut self.owner {
+            Owner::External(release) => {
+                if let Some(f) = release.take() {
+                    f();
+                }
             }
+            Owner::Pooled(data) => {
+                if let Some(d) = data.take() {
+                    crate::pool::give(d);
+                }
+            }
+            Owner::Boxed(_) => {}
         }
     }
 }
@@ -246,9 +267,27 @@ impl Msg {
                 },
                 ..Msg::new()
             }
+        } else if len >= crate::pool::POOL_MIN {
+            Msg::from_buffer(
+                Arc::new(Buffer::from_pooled(crate::pool::take_zeroed(len), len)),
+                0,
+                len,
+            )
         } else {
-            // One zeroed allocation for refcount and bytes (calloc: fresh pages for large sizes).
+            // One zeroed allocation for refcount and bytes.
             Msg::owned(zeroed_arc(len))
+        }
+    }
+
+    /// A frame of `len` bytes whose contents are unspecified, for callers that overwrite all of
+    /// them (as `zmq_msg_init_size`): large frames reuse storage of frames this process dropped
+    /// (see [`crate::pool`]) without clearing it; small ones are zeroed as in [`Msg::with_size`].
+    pub fn with_size_recycled(len: usize) -> Msg {
+        if len >= crate::pool::POOL_MIN {
+            let (data, _) = crate::pool::take(len);
+            Msg::from_buffer(Arc::new(Buffer::from_pooled(data, len)), 0, len)
+        } else {
+            Msg::with_size(len)
         }
     }
 

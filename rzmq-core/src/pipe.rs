@@ -91,6 +91,10 @@ impl Shared {
     }
 }
 
+/// Bytes of read messages after which the reader publishes its count even below the low-water
+/// mark.
+const PUBLISH_BYTES: usize = 4 * 1024 * 1024;
+
 /// libzmq's low-water mark for a high-water mark: how many reads are batched before the writer
 /// is told (and woken if it waits).
 fn low_water_mark(hwm: u64) -> u64 {
@@ -140,6 +144,7 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
             q: consumer,
             conflate,
             read: 0,
+            unpublished_bytes: 0,
             until_publish: if hwm == 0 {
                 u64::MAX
             } else {
@@ -319,6 +324,8 @@ pub struct Reader {
     read: u64,
     /// Messages left to read before the count is published to the writer.
     until_publish: u64,
+    /// Bytes read since the count was last published.
+    unpublished_bytes: usize,
     in_multipart: bool,
     closed: bool,
     /// The remaining frames of a multipart item being read.
@@ -418,13 +425,16 @@ impl Reader {
             }
         };
         self.in_multipart = m.more();
+        self.unpublished_bytes += m.len();
         if !self.in_multipart {
             self.read += 1;
             // As libzmq, the writer learns of consumed messages in batches of the low-water
             // mark (hwm+1)/2 (hwm-1024 for large marks), not one by one: fewer cross-core
             // stores, and the same send counts as libzmq under backpressure. Unbounded pipes
-            // never need it.
-            if self.until_publish > 1 {
+            // never need it. Large messages are published every PUBLISH_BYTES as well, so a
+            // writer blocked on the mark resumes while the storage of what was sent is still in
+            // the pool (see crate::pool), not after hundreds of megabytes were freed.
+            if self.until_publish > 1 && self.unpublished_bytes < PUBLISH_BYTES {
                 self.until_publish -= 1;
             } else {
                 self.publish_reads();
@@ -435,6 +445,7 @@ impl Reader {
 
     #[cold]
     fn publish_reads(&mut self) {
+        self.unpublished_bytes = 0;
         let hwm = self.shared.hwm.load(Ordering::Relaxed);
         self.until_publish = if hwm == 0 {
             u64::MAX

@@ -22,7 +22,8 @@ use std::io::{self, IoSlice, Write};
 
 use super::curve::{Opener, Sealer};
 use super::error::ZmtpError;
-use crate::msg::{Msg, INLINE_CAP};
+use crate::msg::{Buffer, Msg, INLINE_CAP};
+use std::sync::Arc;
 
 /// MORE flag: more frames of the same message follow.
 pub const FLAG_MORE: u8 = 0x01;
@@ -63,7 +64,10 @@ struct Batch {
 /// A large frame body being read in place.
 struct Direct {
     flags: u8,
+    /// The body's storage; its first `filled` bytes have arrived.
     buf: Vec<u8>,
+    /// `buf` came whole from [`crate::pool`] (bodies up to [`DIRECT_EAGER`]) and goes back there.
+    pooled: bool,
     filled: usize,
     size: usize,
 }
@@ -86,7 +90,7 @@ pub(crate) struct Decoder {
 impl Batch {
     fn new(size: usize) -> Batch {
         Batch {
-            chunk: Msg::with_size(size),
+            chunk: Msg::with_size_recycled(size),
             start: 0,
             end: 0,
             slice: false,
@@ -110,7 +114,8 @@ impl Batch {
             } else {
                 BATCH_SIZE.max(pending + MIN_READ_ROOM)
             };
-            let mut fresh = Msg::with_size(size);
+            // Recycled storage: only bytes read into it are ever exposed.
+            let mut fresh = Msg::with_size_recycled(size);
             if let (Some(dst), Some(src)) = (
                 fresh.data_mut(),
                 self.chunk.data().get(self.start..self.end),
@@ -178,13 +183,15 @@ impl Decoder {
         if let Some(d) = self.direct.as_mut() {
             if d.incomplete() {
                 if d.filled == d.buf.len() {
-                    // Grow by doubling, in place: realloc moves large (mmapped) buffers by
-                    // remapping pages, so what already arrived is not copied.
+                    // Bodies over DIRECT_EAGER grow by doubling, in place: realloc moves large
+                    // (mmapped) buffers by remapping pages, so what already arrived is not copied.
                     let new_len = d.buf.len().saturating_mul(2).clamp(d.filled + 1, d.size);
                     d.buf.reserve_exact(new_len - d.buf.len());
                     d.buf.resize(new_len, 0);
                 }
-                return &mut d.buf[d.filled..];
+                // Pooled storage may be longer than the body: never read past the body.
+                let end = d.size.min(d.buf.len());
+                return &mut d.buf[d.filled..end];
             }
         }
         self.batch.writable()
@@ -198,7 +205,7 @@ impl Decoder {
                     d.filled + n <= d.buf.len(),
                     "received more than recv_buffer"
                 );
-                d.filled = (d.filled + n).min(d.buf.len());
+                d.filled = (d.filled + n).min(d.size);
                 return;
             }
         }
@@ -222,7 +229,7 @@ impl Decoder {
 
     /// Bytes of memory the receive buffers hold (for tests and diagnostics).
     pub(crate) fn allocated(&self) -> usize {
-        self.batch.chunk.len() + self.direct.as_ref().map_or(0, |d| d.buf.capacity())
+        self.batch.chunk.len() + self.direct.as_ref().map_or(0, |d| d.buf.len())
     }
 
     /// The next complete frame: its flags (MORE, COMMAND) and body; `Ok(None)` until one is complete.
@@ -242,8 +249,14 @@ impl Decoder {
             }
             if let Some(d) = self.direct.take() {
                 let mut buf = d.buf;
-                buf.truncate(d.size);
-                return Ok(Some((d.flags, Msg::from_vec(buf))));
+                let body = if d.pooled {
+                    let b = Buffer::from_pooled(buf.into_boxed_slice(), d.size);
+                    Msg::from_buffer(Arc::new(b), 0, d.size)
+                } else {
+                    buf.truncate(d.size);
+                    Msg::from_vec(buf)
+                };
+                return Ok(Some((d.flags, body)));
             }
         }
         let avail = self.batch.pending();
@@ -294,12 +307,20 @@ impl Decoder {
         }
         // Read the rest straight into the body's own buffer, allocated only a bounded amount
         // ahead of the bytes that have arrived.
-        let mut buf = vec![0u8; size.min(DIRECT_EAGER.max(have))];
+        // Up to DIRECT_EAGER, pooled storage for the whole body: recycled bytes are never exposed
+        // (the body is handed out only once all `size` bytes were read over them).
+        let pooled = size <= DIRECT_EAGER;
+        let mut buf = if pooled {
+            crate::pool::take(size).0.into_vec()
+        } else {
+            vec![0u8; size.min(DIRECT_EAGER.max(have))]
+        };
         buf[..have].copy_from_slice(&avail[hdr..]);
         self.batch.start = self.batch.end;
         self.direct = Some(Direct {
             flags,
             buf,
+            pooled,
             filled: have,
             size,
         });
