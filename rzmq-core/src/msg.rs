@@ -37,7 +37,7 @@ pub struct Buffer {
 enum Owner {
     Boxed(#[allow(dead_code)] Box<[u8]>),
     /// Storage from [`crate::pool`], given back on drop.
-    Pooled(Option<Box<[u8]>>),
+    Pooled(Option<crate::pool::Storage>),
     External(Option<ReleaseFn>),
 }
 
@@ -62,7 +62,7 @@ impl Buffer {
 
     /// A buffer exposing the first `len` bytes of pooled storage, which goes back to the pool
     /// when the buffer drops. Panics when `len` exceeds the storage.
-    pub fn from_pooled(mut data: Box<[u8]>, len: usize) -> Buffer {
+    pub fn from_pooled(mut data: crate::pool::Storage, len: usize) -> Buffer {
         assert!(len <= data.len(), "pooled storage too small");
         Buffer {
             ptr: data.as_mut_ptr(),
@@ -267,7 +267,7 @@ impl Msg {
                 },
                 ..Msg::new()
             }
-        } else if len >= crate::pool::POOL_MIN {
+        } else if (crate::pool::POOL_MIN..=crate::pool::POOL_MAX).contains(&len) {
             Msg::from_buffer(
                 Arc::new(Buffer::from_pooled(crate::pool::take_zeroed(len), len)),
                 0,
@@ -284,6 +284,7 @@ impl Msg {
     /// (see [`crate::pool`]) without clearing it; small ones are zeroed as in [`Msg::with_size`].
     pub fn with_size_recycled(len: usize) -> Msg {
         if len >= crate::pool::POOL_MIN {
+            // Above POOL_MAX: a fresh mapping, zero without clearing.
             let (data, _) = crate::pool::take(len);
             Msg::from_buffer(Arc::new(Buffer::from_pooled(data, len)), 0, len)
         } else {

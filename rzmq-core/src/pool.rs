@@ -6,14 +6,83 @@
 //! shoot-down at `munmap`), or a `calloc` that clears memory the reader overwrites anyway: at
 //! 1 MiB per message those cost more than the kernel's copy.
 //!
-//! Storage comes in power-of-two classes from `POOL_MIN` to [`POOL_MAX`]; each class keeps at most
-//! [`CLASS_KEEP`] bytes (but at least two buffers) and all classes together at most
-//! [`TOTAL_KEEP`] bytes. Larger requests are plain allocations. Recycled storage holds the bytes
-//! of the frame that used it last: callers either clear it ([`take_zeroed`]) or overwrite every
-//! byte they expose ([`take`]).
+//! Storage is anonymous memory mapped for it ([`Storage`]): fresh storage is zero without anyone
+//! clearing it, and pages are only touched where written (a `calloc` of a size `malloc` serves from
+//! its heap clears every byte). It comes in power-of-two classes from `POOL_MIN` to [`POOL_MAX`];
+//! each class keeps at most [`CLASS_KEEP`] bytes (but at least two buffers) and all classes
+//! together at most [`TOTAL_KEEP`] bytes. Larger requests are mapped and unmapped, never kept.
+//! Recycled storage holds the bytes of the frame that used it last: callers either clear it
+//! ([`take_zeroed`]) or overwrite every byte they expose ([`take`]).
 
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+
+/// Page-aligned anonymous memory, unmapped on drop.
+pub struct Storage {
+    ptr: NonNull<u8>,
+    cap: usize,
+}
+
+// SAFETY: `Storage` exclusively owns its mapping, like a `Box<[u8]>`.
+unsafe impl Send for Storage {}
+// SAFETY: shared references only read through `Deref`; mutation needs `&mut`.
+unsafe impl Sync for Storage {}
+
+impl Storage {
+    /// Maps `cap` bytes of zeroed memory; aborts as on allocation failure when none is left.
+    fn map(cap: usize) -> Storage {
+        // SAFETY: an anonymous private mapping with no address hint touches no existing memory.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                cap.max(1),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        match NonNull::new(p as *mut u8) {
+            Some(ptr) if p != libc::MAP_FAILED => Storage { ptr, cap },
+            _ => std::alloc::handle_alloc_error(
+                std::alloc::Layout::from_size_align(cap.max(1), 4096)
+                    .unwrap_or(std::alloc::Layout::new::<u8>()),
+            ),
+        }
+    }
+
+    /// Bytes mapped.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+}
+
+impl Deref for Storage {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the mapping is `cap` readable bytes, initialised (zero pages or written bytes),
+        // alive until drop.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.cap) }
+    }
+}
+
+impl DerefMut for Storage {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`, and `&mut self` makes this the only access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.cap) }
+    }
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping `map` created; nothing refers to it any more.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.cap.max(1));
+        }
+    }
+}
 
 /// Smallest request served from the pool.
 pub const POOL_MIN: usize = 32 * 1024;
@@ -28,7 +97,7 @@ const CLASSES: usize = (POOL_MAX.trailing_zeros() - POOL_MIN.trailing_zeros() + 
 
 /// Free buffers by class and the bytes they hold.
 struct Pool {
-    free: [Mutex<Vec<Box<[u8]>>>; CLASSES],
+    free: [Mutex<Vec<Storage>>; CLASSES],
     kept: AtomicUsize,
 }
 
@@ -54,9 +123,9 @@ impl Pool {
         }
     }
 
-    fn take(&self, len: usize) -> (Box<[u8]>, bool) {
+    fn take(&self, len: usize) -> (Storage, bool) {
         let Some((class, cap)) = class_of(len) else {
-            return (vec![0u8; len].into_boxed_slice(), true);
+            return (Storage::map(len), true);
         };
         let recycled = self.free[class]
             .lock()
@@ -67,12 +136,11 @@ impl Pool {
                 self.kept.fetch_sub(b.len(), Ordering::Relaxed);
                 (b, false)
             }
-            // calloc: large sizes come as fresh zero pages, touched only where written.
-            None => (vec![0u8; cap].into_boxed_slice(), true),
+            None => (Storage::map(cap), true),
         }
     }
 
-    fn give(&self, b: Box<[u8]>) {
+    fn give(&self, b: Storage) {
         let cap = b.len();
         let Some((class, exact)) = class_of(cap) else {
             return;
@@ -90,13 +158,14 @@ impl Pool {
 }
 
 /// Storage of at least `len` bytes; the second value is true when it is fresh (all zero).
-/// Contents of recycled storage are the bytes a previous frame left.
-pub fn take(len: usize) -> (Box<[u8]>, bool) {
+/// Contents of recycled storage are the bytes a previous frame left. Meant for `len` of
+/// [`POOL_MIN`] and more (smaller requests still get a whole mapping).
+pub fn take(len: usize) -> (Storage, bool) {
     POOL.take(len)
 }
 
 /// Storage of at least `len` bytes, the first `len` of them zero.
-pub fn take_zeroed(len: usize) -> Box<[u8]> {
+pub fn take_zeroed(len: usize) -> Storage {
     let (mut b, fresh) = take(len);
     if !fresh {
         b[..len].fill(0);
@@ -105,7 +174,7 @@ pub fn take_zeroed(len: usize) -> Box<[u8]> {
 }
 
 /// Gives storage back; kept for reuse when its class has room, freed otherwise.
-pub fn give(b: Box<[u8]>) {
+pub fn give(b: Storage) {
     POOL.give(b)
 }
 
@@ -146,19 +215,19 @@ mod tests {
         pool.give(b2);
         // A class keeps CLASS_KEEP bytes: 4 buffers of 4 MiB; the fifth is freed.
         for _ in 0..5 {
-            pool.give(vec![0u8; 4 * 1024 * 1024].into_boxed_slice());
+            pool.give(Storage::map(4 * 1024 * 1024));
         }
         assert_eq!(pool.kept.load(Ordering::Relaxed), CLASS_KEEP);
         // Odd sizes and sizes outside the classes are not kept.
-        pool.give(vec![0u8; POOL_MIN + 3].into_boxed_slice());
-        pool.give(vec![0u8; 100].into_boxed_slice());
+        pool.give(Storage::map(POOL_MIN + 3));
+        pool.give(Storage::map(100));
         assert_eq!(pool.kept.load(Ordering::Relaxed), CLASS_KEEP);
         // All classes together keep at most TOTAL_KEEP.
         for _ in 0..8 {
-            pool.give(vec![0u8; POOL_MAX].into_boxed_slice());
+            pool.give(Storage::map(POOL_MAX));
         }
         for _ in 0..16 {
-            pool.give(vec![0u8; 8 * 1024 * 1024].into_boxed_slice());
+            pool.give(Storage::map(8 * 1024 * 1024));
         }
         assert!(pool.kept.load(Ordering::Relaxed) <= TOTAL_KEEP);
     }
@@ -168,8 +237,9 @@ mod tests {
         let z = take_zeroed(POOL_MIN + 7);
         assert!(z[..POOL_MIN + 7].iter().all(|&x| x == 0));
         give(z);
-        let (b, fresh) = take(100);
+        let (b, fresh) = take(POOL_MAX + 1);
         assert!(fresh);
-        assert_eq!(b.len(), 100);
+        assert_eq!(b.len(), POOL_MAX + 1);
+        assert!(b.iter().all(|&x| x == 0));
     }
 }

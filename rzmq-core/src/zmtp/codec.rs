@@ -65,11 +65,33 @@ struct Batch {
 struct Direct {
     flags: u8,
     /// The body's storage; its first `filled` bytes have arrived.
-    buf: Vec<u8>,
-    /// `buf` came whole from [`crate::pool`] (bodies up to [`DIRECT_EAGER`]) and goes back there.
-    pooled: bool,
+    buf: DirectBuf,
     filled: usize,
     size: usize,
+}
+
+/// Storage of a body read in place.
+enum DirectBuf {
+    /// Pooled storage for the whole body (bodies up to [`DIRECT_EAGER`]), going back to the pool.
+    Pooled(crate::pool::Storage),
+    /// Larger bodies: grown as bytes arrive.
+    Grown(Vec<u8>),
+}
+
+impl DirectBuf {
+    fn bytes(&mut self) -> &mut [u8] {
+        match self {
+            DirectBuf::Pooled(s) => s,
+            DirectBuf::Grown(v) => v,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            DirectBuf::Pooled(s) => s.len(),
+            DirectBuf::Grown(v) => v.len(),
+        }
+    }
 }
 
 impl Direct {
@@ -182,16 +204,20 @@ impl Decoder {
     pub(crate) fn recv_buffer(&mut self) -> &mut [u8] {
         if let Some(d) = self.direct.as_mut() {
             if d.incomplete() {
-                if d.filled == d.buf.len() {
-                    // Bodies over DIRECT_EAGER grow by doubling, in place: realloc moves large
-                    // (mmapped) buffers by remapping pages, so what already arrived is not copied.
-                    let new_len = d.buf.len().saturating_mul(2).clamp(d.filled + 1, d.size);
-                    d.buf.reserve_exact(new_len - d.buf.len());
-                    d.buf.resize(new_len, 0);
+                if let DirectBuf::Grown(v) = &mut d.buf {
+                    if d.filled == v.len() {
+                        // Bodies over DIRECT_EAGER grow by doubling, in place: realloc moves large
+                        // (mmapped) buffers by remapping pages, so what arrived is not copied.
+                        let new_len = v.len().saturating_mul(2).clamp(d.filled + 1, d.size);
+                        v.reserve_exact(new_len - v.len());
+                        v.resize(new_len, 0);
+                    }
                 }
                 // Pooled storage may be longer than the body: never read past the body.
-                let end = d.size.min(d.buf.len());
-                return &mut d.buf[d.filled..end];
+                let (filled, size) = (d.filled, d.size);
+                let b = d.buf.bytes();
+                let end = size.min(b.len());
+                return &mut b[filled..end];
             }
         }
         self.batch.writable()
@@ -248,13 +274,14 @@ impl Decoder {
                 return Ok(None);
             }
             if let Some(d) = self.direct.take() {
-                let mut buf = d.buf;
-                let body = if d.pooled {
-                    let b = Buffer::from_pooled(buf.into_boxed_slice(), d.size);
-                    Msg::from_buffer(Arc::new(b), 0, d.size)
-                } else {
-                    buf.truncate(d.size);
-                    Msg::from_vec(buf)
+                let body = match d.buf {
+                    DirectBuf::Pooled(s) => {
+                        Msg::from_buffer(Arc::new(Buffer::from_pooled(s, d.size)), 0, d.size)
+                    }
+                    DirectBuf::Grown(mut v) => {
+                        v.truncate(d.size);
+                        Msg::from_vec(v)
+                    }
                 };
                 return Ok(Some((d.flags, body)));
             }
@@ -309,18 +336,16 @@ impl Decoder {
         // ahead of the bytes that have arrived.
         // Up to DIRECT_EAGER, pooled storage for the whole body: recycled bytes are never exposed
         // (the body is handed out only once all `size` bytes were read over them).
-        let pooled = size <= DIRECT_EAGER;
-        let mut buf = if pooled {
-            crate::pool::take(size).0.into_vec()
+        let mut buf = if size <= DIRECT_EAGER {
+            DirectBuf::Pooled(crate::pool::take(size).0)
         } else {
-            vec![0u8; size.min(DIRECT_EAGER.max(have))]
+            DirectBuf::Grown(vec![0u8; size.min(DIRECT_EAGER.max(have))])
         };
-        buf[..have].copy_from_slice(&avail[hdr..]);
+        buf.bytes()[..have].copy_from_slice(&avail[hdr..]);
         self.batch.start = self.batch.end;
         self.direct = Some(Direct {
             flags,
             buf,
-            pooled,
             filled: have,
             size,
         });
