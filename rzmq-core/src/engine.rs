@@ -285,6 +285,9 @@ pub struct Engine {
     pub upgrade: Option<Box<Upgrade>>,
     /// Set by the session for an alternative path's readiness: skip the stream read.
     pub alt_only: bool,
+    /// The connection's output when shared with the pipe's writer (see [`crate::direct`]):
+    /// taken back before every write.
+    pub direct: Option<std::sync::Arc<crate::direct::DirectTx>>,
 }
 
 enum UpState {
@@ -589,6 +592,40 @@ impl Engine {
             subscriptions: false,
             upgrade: None,
             alt_only: false,
+            direct: None,
+        }
+    }
+
+    /// Whether the application thread may write this connection's next message itself (see
+    /// [`crate::direct`]): plain ZMTP, ready, nothing queued, not mid-message, no CURVE, no
+    /// subscription forwarding, no alternative path (declined upgrades qualify).
+    pub fn direct_capable(&self) -> bool {
+        let Proto::Zmtp(z) = &self.proto else {
+            return false;
+        };
+        z.is_ready()
+            && !z.encrypts()
+            && !z.has_output()
+            && !self.subscriptions
+            && !self.hup
+            && !self.out_in_multipart
+            && self
+                .upgrade
+                .as_ref()
+                .is_none_or(|u| matches!(u.state, UpState::Declined) && !u.required)
+    }
+
+    /// Takes output back from the pipe's writer (waiting out a direct write in progress) and
+    /// queues what a partial direct write left, ahead of anything else.
+    fn take_output(&mut self) {
+        if let Some(d) = &self.direct {
+            d.revoke();
+            let rest = d.take_leftover();
+            if !rest.is_empty() {
+                if let Proto::Zmtp(z) = &mut self.proto {
+                    z.push_framed(&rest);
+                }
+            }
         }
     }
 
@@ -731,6 +768,7 @@ impl Engine {
 
     /// Pulls messages from `next` (the socket's pipe) into the protocol and writes what it can.
     pub fn on_writable(&mut self, next: &mut dyn FnMut() -> Option<Msg>) -> Progress {
+        self.take_output();
         if let Some(p) = self.maybe_go() {
             return p;
         }
@@ -817,6 +855,7 @@ impl Engine {
     /// Writes what the stream can take now of the queued output (control traffic once the
     /// messages have moved to the alternative path).
     fn flush_stream(&mut self) -> Option<Progress> {
+        self.take_output();
         while self.proto.has_output() {
             match self.proto.write_to(&mut self.stream) {
                 Ok(0) => return None,

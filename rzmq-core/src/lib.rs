@@ -19,6 +19,7 @@
 pub mod alt;
 pub mod context;
 pub mod curve_keys;
+pub mod direct;
 pub mod endpoint;
 
 pub mod engine;

@@ -11,6 +11,7 @@
 //! A pipe also carries the peer's properties (set by the engine when a handshake completes) and the
 //! close state of each end. This module knows nothing of sockets, engines or transports.
 
+use crate::direct::{DirectTx, Sent};
 use crate::spsc;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -66,6 +67,10 @@ struct Shared {
     peer: Mutex<Option<Arc<Metadata>>>,
     /// When the writer closed, how long its queued messages may still be delivered.
     linger_deadline: Mutex<Option<Option<Instant>>>,
+    /// The reader's connection output, for direct sends (see [`crate::direct`]).
+    direct: Mutex<Option<Arc<DirectTx>>>,
+    /// Bumped whenever `direct` changes (0: never set), so the writer rereads it only then.
+    direct_gen: AtomicU64,
 }
 
 impl Shared {
@@ -128,6 +133,8 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
         writer_target: Mutex::new(None),
         peer: Mutex::new(None),
         linger_deadline: Mutex::new(None),
+        direct: Mutex::new(None),
+        direct_gen: AtomicU64::new(0),
     });
     (
         Writer {
@@ -138,6 +145,8 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
             pending: Vec::new(),
             closed: false,
             conflate,
+            direct: None,
+            direct_gen: 0,
         },
         Reader {
             shared,
@@ -166,6 +175,9 @@ pub struct Writer {
     pending: Vec<Msg>,
     closed: bool,
     conflate: bool,
+    /// The connection output last read from `Shared::direct`, as of `direct_gen`.
+    direct: Option<Arc<DirectTx>>,
+    direct_gen: u64,
 }
 
 /// Why a write was refused.
@@ -229,6 +241,21 @@ impl Writer {
             self.pending.push(msg);
             return;
         }
+        if !self.conflate && self.shared.direct_gen.load(Ordering::Relaxed) != 0 {
+            match self.try_direct(&msg) {
+                Sent::NotNow => {}
+                Sent::Done => {
+                    self.pending.clear();
+                    return;
+                }
+                Sent::HandedOver => {
+                    self.pending.clear();
+                    self.shared
+                        .notify_reader(|t| t.notify.activate_read(t.token));
+                    return;
+                }
+            }
+        }
         let item = if self.pending.is_empty() {
             Item::One(msg)
         } else {
@@ -261,6 +288,31 @@ impl Writer {
     /// Discards the frames of a partly written multipart message.
     pub fn rollback(&mut self) {
         self.pending.clear();
+    }
+
+    /// Sends the message (pending frames + `last`) on the connection directly when its I/O
+    /// thread granted output and the pipe is empty.
+    fn try_direct(&mut self, last: &Msg) -> Sent {
+        let gen = self.shared.direct_gen.load(Ordering::Acquire);
+        if gen != self.direct_gen {
+            self.direct = self
+                .shared
+                .direct
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            self.direct_gen = gen;
+        }
+        let Some(d) = self.direct.as_ref() else {
+            return Sent::NotNow;
+        };
+        if !d.granted() {
+            return Sent::NotNow;
+        }
+        let shared = &self.shared;
+        d.try_send(&self.pending, last, || {
+            shared.reader_idle.load(Ordering::SeqCst)
+        })
     }
 
     fn wake_reader(&self) {
@@ -460,6 +512,17 @@ impl Reader {
             self.shared
                 .notify_writer(|t| t.notify.activate_write(t.token));
         }
+    }
+
+    /// Installs (or with None removes) the connection output the writer may send on directly.
+    pub fn set_direct(&self, direct: Option<Arc<DirectTx>>) {
+        *self.shared.direct.lock().unwrap_or_else(|e| e.into_inner()) = direct;
+        self.shared.direct_gen.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// True when the last read found the queue empty and nothing was written since.
+    pub fn is_idle(&self) -> bool {
+        self.batch.len() == 0 && self.shared.reader_idle.load(Ordering::SeqCst)
     }
 
     /// True when a frame can be read now. When not, the reader is registered for an activation

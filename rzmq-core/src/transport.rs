@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use mio::{Events, Interest, Poll, Token};
 
 use crate::context::CtxInner;
+use crate::direct::DirectTx;
 use crate::endpoint::Endpoint;
 use crate::engine::{Closed, Engine, Progress, Proto, Stream, Upgrade};
 use crate::error::{Error, Result};
@@ -382,6 +383,8 @@ pub(crate) fn connect(
         drop_partial: false,
         rdma_required,
         zap: None,
+        direct: None,
+        last_moved: 0,
     };
     io.shared
         .mailbox
@@ -480,6 +483,65 @@ struct Session {
     rdma_required: bool,
     /// The pipe pair to the ZAP handler while the handshake waits on it.
     zap: Option<crate::zap::ZapClient>,
+    /// The connection's output as shared with the pipe's writer (see [`crate::direct`]).
+    direct: Option<Arc<DirectTx>>,
+    /// Messages the last `pump_out` moved (output is granted to the writer only after <= 1).
+    last_moved: usize,
+}
+
+/// `RZMQ_DIRECT=0` turns direct sends off (for comparisons); on by default.
+fn direct_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("RZMQ_DIRECT").map_or(true, |v| v != "0"))
+}
+
+impl Session {
+    /// Grants the connection's output to the pipe's writer when the connection is idle.
+    fn direct_grant(&mut self) {
+        let (Some(e), Some(p)) = (self.engine.as_ref(), self.pipe.as_ref()) else {
+            return;
+        };
+        if !direct_enabled()
+            || self.last_moved > 1
+            || !e.direct_capable()
+            || !p.from_socket.is_idle()
+            || self.direct.as_ref().is_some_and(|d| d.has_leftover())
+        {
+            return;
+        }
+        let fd = e.fd();
+        if self.direct.as_ref().is_some_and(|d| d.fd() != fd) {
+            self.direct_kill();
+        }
+        let d = match &self.direct {
+            Some(d) => d.clone(),
+            None => {
+                let d = Arc::new(DirectTx::new(fd));
+                if let Some(p) = self.pipe.as_ref() {
+                    p.from_socket.set_direct(Some(d.clone()));
+                }
+                if let Some(e) = self.engine.as_mut() {
+                    e.direct = Some(d.clone());
+                }
+                self.direct = Some(d.clone());
+                d
+            }
+        };
+        d.grant();
+    }
+
+    /// The connection is ending: its output is never granted again.
+    fn direct_kill(&mut self) {
+        if let Some(d) = self.direct.take() {
+            d.kill();
+            if let Some(e) = self.engine.as_mut() {
+                e.direct = None;
+            }
+            if let Some(p) = self.pipe.as_ref() {
+                p.from_socket.set_direct(None);
+            }
+        }
+    }
 }
 
 enum Object {
@@ -778,6 +840,8 @@ impl Reactor {
                         drop_partial: false,
                         rdma_required,
                         zap: None,
+                        direct: None,
+                        last_moved: 0,
                     };
                     let _ = peer_ip;
                     self.objects
@@ -1144,6 +1208,7 @@ impl Session {
         let proto = make_proto(&self.setup, peer_ip, stream.as_raw_fd(), adv);
         let mut engine = new_engine(&self.setup, stream, proto);
         engine.upgrade = upgrade;
+        self.direct_kill();
         self.engine = Some(engine);
         self.handshaken = false;
         if let Some(ci) = self.connect.as_mut() {
@@ -1431,6 +1496,10 @@ impl Session {
 
     /// Reads from the stream into the socket's pipe.
     fn pump_in(&mut self, r: &mut Reactor, token: u64) -> Option<Fate> {
+        // Output is granted when input arrives (a reply), before it is delivered: an
+        // application woken by it sends its next request itself, without waiting for this turn
+        // to end. Streams of sends with nothing coming back keep the I/O thread's batching.
+        self.direct_grant();
         let now = Instant::now();
         let mut newly_ready: Option<zmtp::Peer> = None;
         let progress = {
@@ -1562,7 +1631,16 @@ impl Session {
     /// Moves messages from the socket's pipe to the stream.
     fn pump_out(&mut self, r: &mut Reactor, token: u64) -> Option<Fate> {
         let engine = self.engine.as_mut()?;
+        if let (Some(d), Some(p)) = (&self.direct, &self.pipe) {
+            // Output granted, nothing queued anywhere: leave it to the writer (a readiness
+            // event is no reason to take it back).
+            if d.granted() && !engine.has_output() && p.from_socket.is_idle() {
+                return None;
+            }
+        }
         let drop_partial = &mut self.drop_partial;
+        let moved = &mut self.last_moved;
+        *moved = 0;
         let mut next = || -> Option<Msg> {
             let p = self.pipe.as_mut()?;
             loop {
@@ -1571,6 +1649,7 @@ impl Session {
                     *drop_partial = m.more();
                     continue;
                 }
+                *moved += usize::from(!m.more());
                 return Some(m);
             }
         };
@@ -1585,6 +1664,7 @@ impl Session {
 
     /// The connection ended: report it, then reconnect (connect side) or end (accepted side).
     fn broken(&mut self, r: &mut Reactor, token: u64, why: Closed) -> Fate {
+        self.direct_kill();
         let Some(mut e) = self.engine.take() else {
             return Fate::Keep;
         };
@@ -1653,6 +1733,7 @@ impl Session {
 
     /// Final cleanup when the session is removed.
     fn teardown(&mut self, r: &mut Reactor, token: u64) {
+        self.direct_kill();
         if let Some(mut e) = self.engine.take() {
             let _ = r.poll.registry().deregister(e.stream.source());
             end_alt(r, &mut e, &Closed::Local);

@@ -353,6 +353,20 @@ impl Decoder {
     }
 }
 
+/// Writes the ZMTP frame header for a body of `len` bytes with `flags` (MORE, COMMAND) into
+/// `out`; returns its length (2, or 9 for bodies over 255 bytes).
+pub(crate) fn frame_header(flags: u8, len: usize, out: &mut [u8; 9]) -> usize {
+    if len > 255 {
+        out[0] = flags | FLAG_LONG;
+        out[1..9].copy_from_slice(&(len as u64).to_be_bytes());
+        9
+    } else {
+        out[0] = flags;
+        out[1] = len as u8;
+        2
+    }
+}
+
 /// A body kept by reference in the send queue, logically at `at` in the byte buffer.
 struct Large {
     at: usize,
@@ -389,12 +403,14 @@ impl OutQueue {
 
     #[inline]
     fn header(&mut self, flags: u8, len: usize) {
-        if len > 255 {
-            self.buf.push(flags | FLAG_LONG);
-            self.buf.extend_from_slice(&(len as u64).to_be_bytes());
-        } else {
-            self.buf.extend_from_slice(&[flags, len as u8]);
-        }
+        let mut h = [0u8; 9];
+        let n = frame_header(flags, len, &mut h);
+        self.buf.extend_from_slice(&h[..n]);
+    }
+
+    /// True once frames are sealed (CURVE).
+    pub(crate) fn is_sealed(&self) -> bool {
+        self.sealer.is_some()
     }
 
     /// Appends raw bytes (the greeting).

@@ -769,6 +769,16 @@ impl Connection {
             .push_frame(FLAG_COMMAND, &command::error_body(reason.as_bytes()));
     }
 
+    /// True once messages are encrypted (CURVE): their bytes on the wire are not plain frames.
+    pub fn encrypts(&self) -> bool {
+        self.out.is_sealed()
+    }
+
+    /// Queues bytes already framed (the rest of a direct send, see [`crate::direct`]).
+    pub fn push_framed(&mut self, bytes: &[u8]) {
+        self.out.push_raw(bytes);
+    }
+
     /// True when bytes are waiting for [`Connection::write_to`].
     pub fn has_output(&self) -> bool {
         !self.out.is_empty()
