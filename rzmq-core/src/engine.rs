@@ -283,8 +283,6 @@ pub struct Engine {
     pub subscriptions: bool,
     /// The upgrade to an alternative data path (tcp connections, when an upgrader is installed).
     pub upgrade: Option<Box<Upgrade>>,
-    /// Set by the session for an alternative path's readiness: skip the stream read.
-    pub alt_only: bool,
     /// The connection's output when shared with the pipe's writer (see [`crate::direct`]):
     /// taken back before every write.
     pub direct: Option<std::sync::Arc<crate::direct::DirectTx>>,
@@ -591,7 +589,6 @@ impl Engine {
             hup: false,
             subscriptions: false,
             upgrade: None,
-            alt_only: false,
             direct: None,
         }
     }
@@ -635,10 +632,12 @@ impl Engine {
     }
 
     /// Reads what is available and decodes it, delivering events through `deliver`. Stops when
-    /// `deliver` refuses a message (the pipe is full) or the read budget is spent.
+    /// `deliver` refuses a message (the pipe is full) or the read budget is spent. With
+    /// `alt_only`, only the alternative path is read (the stream waits for its own readiness).
     pub fn on_readable(
         &mut self,
         now: Instant,
+        alt_only: bool,
         deliver: &mut dyn FnMut(zmtp::Event) -> Option<Msg>,
     ) -> Progress {
         if let Some(m) = self.stalled.take() {
@@ -658,7 +657,7 @@ impl Engine {
         if let Some(p) = self.alt_in(deliver) {
             return p;
         }
-        if self.stalled.is_some() || self.alt_only {
+        if self.stalled.is_some() || alt_only {
             return Progress::Open;
         }
         let mut budget = READ_BUDGET;

@@ -1332,7 +1332,7 @@ impl Session {
             return Fate::Keep;
         }
         if readable {
-            if let Some(f) = self.pump_in(r, token) {
+            if let Some(f) = self.pump_in(r, token, false) {
                 return f;
             }
         }
@@ -1362,12 +1362,8 @@ impl Session {
             // Once input has switched the stream carries only control traffic, read on its own
             // readiness. Before that, data on the path means the peer's GO was sent on the
             // stream before it: read the stream too rather than wait for its readiness.
-            e.alt_only = e.upgrade.as_ref().is_some_and(|u| u.input_switched());
-            let f = self.pump_in(r, token);
-            if let Some(e) = self.engine.as_mut() {
-                e.alt_only = false;
-            }
-            if let Some(f) = f {
+            let alt_only = e.upgrade.as_ref().is_some_and(|u| u.input_switched());
+            if let Some(f) = self.pump_in(r, token, alt_only) {
                 return f;
             }
             if let Some(f) = self.pump_out(r, token) {
@@ -1452,7 +1448,7 @@ impl Session {
             // Reading resumes only where it had stopped for the socket's pipe; otherwise the
             // stream's own readiness drives reads (no speculative read per outgoing message).
             if e.stalled.is_some() || e.read_pending {
-                if let Some(f) = self.pump_in(r, token) {
+                if let Some(f) = self.pump_in(r, token, false) {
                     return f;
                 }
             }
@@ -1495,7 +1491,9 @@ impl Session {
     }
 
     /// Reads from the stream into the socket's pipe.
-    fn pump_in(&mut self, r: &mut Reactor, token: u64) -> Option<Fate> {
+    /// Moves what arrived to the socket's pipe; with `alt_only`, only from the alternative path
+    /// (the stream is read on its own readiness once input has switched).
+    fn pump_in(&mut self, r: &mut Reactor, token: u64, alt_only: bool) -> Option<Fate> {
         // Output is granted when input arrives (a reply), before it is delivered: an
         // application woken by it sends its next request itself, without waiting for this turn
         // to end. Streams of sends with nothing coming back keep the I/O thread's batching.
@@ -1524,7 +1522,7 @@ impl Session {
                     },
                 }
             };
-            let p = engine.on_readable(now, &mut deliver);
+            let p = engine.on_readable(now, alt_only, &mut deliver);
             if let Some(peer) = newly_ready.take() {
                 // Handshake finished mid-read: attach, then go on delivering.
                 Some((p, Some(peer)))
@@ -1541,7 +1539,7 @@ impl Session {
                 return Some(f);
             }
             // Deliver whatever was decoded after READY.
-            return self.pump_in(r, token);
+            return self.pump_in(r, token, false);
         }
         match p {
             Progress::Open => {
