@@ -45,8 +45,17 @@ pub struct DataPathConfig {
     pub rndv_threshold: usize,
     /// Rendezvous frames awaiting their FIN before `send` pushes back.
     pub max_rndv_in_flight: usize,
-    /// RDMA READs in flight at once.
+    /// Bytes of rendezvous frames awaiting their FIN before `send` pushes back (one frame is
+    /// always allowed). The receiver reads `max_read_bytes` at once; frames held beyond a
+    /// queue of descriptors for it only wait, outside the socket's high-water mark, while the
+    /// application allocates new ones.
+    pub max_rndv_bytes: usize,
+    /// RDMA READs in flight at once (also bounded by `rts.max_rd_atomic`).
     pub max_reads: usize,
+    /// Bytes being READ at once (at least one READ whatever its size). Enough to keep a link
+    /// busy over its round trip; more only spreads the writes over more pool buffers (colder
+    /// caches, less recycling while the application holds received frames).
+    pub max_read_bytes: usize,
     /// Bytes of registered receive pool.
     pub pool_bytes: usize,
     /// Received frames buffered before the ring stops being drained (backpressure).
@@ -73,7 +82,9 @@ impl Default for DataPathConfig {
             ring: RingConfig::default(),
             rndv_threshold: crate::rndv::DEFAULT_THRESHOLD,
             max_rndv_in_flight: 256,
+            max_rndv_bytes: 16 << 20,
             max_reads: 16,
+            max_read_bytes: 4 << 20,
             pool_bytes: 256 << 20,
             inbox_max: 1024,
             mr_cache_entries: 1024,
@@ -396,6 +407,10 @@ impl DataPath {
             cfg.pool_bytes,
             Some(Box::new(move || w2.signal())),
         );
+        // The QP may not have more READs outstanding than its max_rd_atomic (a NIC would hold
+        // the excess in the send queue): never post more.
+        let mut inbox = Inbox::new(cfg.max_reads.min(usize::from(cfg.rts.max_rd_atomic.max(1))));
+        inbox.set_max_read_bytes(cfg.max_read_bytes as u64);
         let cache = MrCache::new(
             Box::new(pd.clone()),
             cfg.mr_cache_entries,
@@ -413,7 +428,7 @@ impl DataPath {
                 ring: None,
                 regions: Some((ring_region, mailbox)),
                 peer: None,
-                inbox: Inbox::new(cfg.max_reads),
+                inbox,
                 rndv_tx: RndvSender::new(),
                 use_mws: first_mw.is_some(),
                 free_mws: first_mw.into_iter().collect(),
@@ -543,7 +558,11 @@ impl DataPath {
             if len > (1 << 31) {
                 return Err(DataPathError::Setup("frames above 2 GiB are not supported"));
             }
-            if self.rndv_tx.in_flight() >= self.cfg.max_rndv_in_flight {
+            let held = self.rndv_tx.in_flight();
+            if held >= self.cfg.max_rndv_in_flight
+                || (held > 0
+                    && self.rndv_tx.in_flight_bytes() + len as u64 > self.cfg.max_rndv_bytes as u64)
+            {
                 return Ok(Some(msg));
             }
             if !ring.has_room(DESC_LEN) {

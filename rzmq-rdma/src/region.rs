@@ -10,6 +10,10 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 
 const ALIGN: usize = 4096;
+/// Regions this large are mapped from the kernel: their pages are zeroed when first touched
+/// (typically by the NIC's write into them), not by a user-space `memset` over the whole range
+/// first (which an aligned `alloc_zeroed` does).
+const MMAP_MIN: usize = 64 * 1024;
 
 /// A zeroed, page-aligned allocation of `len` bytes.
 pub struct Region {
@@ -26,6 +30,26 @@ unsafe impl Sync for Region {}
 impl Region {
     /// Allocates `len` zeroed bytes (at least one page is reserved for `len == 0`).
     pub fn new(len: usize) -> Region {
+        if len >= MMAP_MIN {
+            // SAFETY: an anonymous private mapping; no address hint, no fd.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            if p != libc::MAP_FAILED {
+                if let Some(ptr) = NonNull::new(p as *mut u8) {
+                    return Region { ptr, len };
+                }
+            }
+            let layout = Layout::from_size_align(len, ALIGN).expect("region layout");
+            std::alloc::handle_alloc_error(layout);
+        }
         let layout = Layout::from_size_align(len.max(1), ALIGN).expect("region layout");
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { alloc_zeroed(layout) };
@@ -78,6 +102,11 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
+        if self.len >= MMAP_MIN {
+            // SAFETY: mapped in `new` with this length; nothing refers to it any more.
+            unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len) };
+            return;
+        }
         let layout = Layout::from_size_align(self.len.max(1), ALIGN).expect("region layout");
         // SAFETY: allocated in `new` with this layout.
         unsafe { dealloc(self.ptr.as_ptr(), layout) };

@@ -100,7 +100,8 @@ impl std::error::Error for RndvError {}
 /// The sender's side: holds each frame (`T`: the message and its registration) until its FIN.
 pub struct RndvSender<T> {
     next: u64,
-    in_flight: VecDeque<(u64, T)>,
+    in_flight: VecDeque<(u64, u64, T)>,
+    bytes: u64,
 }
 
 impl<T> Default for RndvSender<T> {
@@ -108,6 +109,7 @@ impl<T> Default for RndvSender<T> {
         RndvSender {
             next: 1,
             in_flight: VecDeque::new(),
+            bytes: 0,
         }
     }
 }
@@ -127,7 +129,8 @@ impl<T> RndvSender<T> {
     pub fn start(&mut self, hold: T, addr: u64, len: u64, rkey: u32) -> Descriptor {
         let token = self.next;
         self.next += 1;
-        self.in_flight.push_back((token, hold));
+        self.in_flight.push_back((token, len, hold));
+        self.bytes += len;
         Descriptor {
             token,
             addr,
@@ -143,8 +146,10 @@ impl<T> RndvSender<T> {
             return Err(RndvError::Protocol("FIN for a token never sent"));
         }
         let mut out = Vec::new();
-        while self.in_flight.front().is_some_and(|(t, _)| *t <= done) {
-            out.push(self.in_flight.pop_front().expect("front checked").1);
+        while self.in_flight.front().is_some_and(|(t, _, _)| *t <= done) {
+            let (_, len, hold) = self.in_flight.pop_front().expect("front checked");
+            self.bytes -= len;
+            out.push(hold);
         }
         Ok(out)
     }
@@ -154,9 +159,15 @@ impl<T> RndvSender<T> {
         self.in_flight.len()
     }
 
+    /// Bytes of the frames waiting for their FIN.
+    pub fn in_flight_bytes(&self) -> u64 {
+        self.bytes
+    }
+
     /// The connection is gone: every hold, to be released.
     pub fn abort(&mut self) -> Vec<T> {
-        self.in_flight.drain(..).map(|(_, t)| t).collect()
+        self.bytes = 0;
+        self.in_flight.drain(..).map(|(_, _, t)| t).collect()
     }
 }
 
@@ -176,6 +187,8 @@ pub struct Inbox<M, B> {
     expect: u64,
     reading: usize,
     max_reads: usize,
+    reading_bytes: u64,
+    max_read_bytes: u64,
     completed: u64,
 }
 
@@ -187,8 +200,15 @@ impl<M, B> Inbox<M, B> {
             expect: 1,
             reading: 0,
             max_reads: max_reads.max(1),
+            reading_bytes: 0,
+            max_read_bytes: u64::MAX,
             completed: 0,
         }
+    }
+
+    /// Bounds the bytes being read at once too (one READ is always allowed, whatever its size).
+    pub fn set_max_read_bytes(&mut self, max: u64) {
+        self.max_read_bytes = max;
     }
 
     /// Frames held (ready or not).
@@ -237,8 +257,12 @@ impl<M, B> Inbox<M, B> {
         let Slot::Rndv { desc, buf, .. } = slot else {
             return None;
         };
+        if self.reading > 0 && self.reading_bytes.saturating_add(desc.len) > self.max_read_bytes {
+            return None;
+        }
         *buf = Some(alloc(desc)?);
         self.reading += 1;
+        self.reading_bytes += desc.len;
         Some((*desc, buf.as_ref().expect("just set")))
     }
 
@@ -258,6 +282,7 @@ impl<M, B> Inbox<M, B> {
             Some(Slot::Rndv { desc, done, .. }) if desc.token == token => {
                 *done = true;
                 self.reading -= 1;
+                self.reading_bytes -= desc.len;
                 self.completed += 1;
                 Ok(())
             }
@@ -505,6 +530,7 @@ mod tests {
         assert!(s.on_fin(0).unwrap().is_empty());
         assert_eq!(s.on_fin(2).unwrap(), vec!["a", "b"]);
         assert_eq!(s.in_flight(), 1);
+        assert_eq!(s.in_flight_bytes(), 10);
         assert!(s.on_fin(4).is_err(), "FIN beyond the last token");
         assert_eq!(s.abort(), vec!["c"]);
     }
@@ -547,6 +573,32 @@ mod tests {
         assert_eq!(ib.pop(fin).as_deref(), Some("r2:20"));
         assert_eq!(ib.completed(), 2);
         assert_eq!(ib.next_read(|_| Some(30)).map(|(d, _)| d.token), Some(3));
+    }
+
+    #[test]
+    fn inbox_bounds_the_bytes_being_read() {
+        let mut ib: Inbox<String, u32> = Inbox::new(16);
+        ib.set_max_read_bytes(10);
+        let d = |t, len| Descriptor {
+            token: t,
+            addr: 0,
+            len,
+            rkey: 0,
+        };
+        ib.push_rndv(d(1, 6), 0).unwrap();
+        ib.push_rndv(d(2, 4), 0).unwrap();
+        ib.push_rndv(d(3, 1), 0).unwrap();
+        ib.push_rndv(d(4, 50), 0).unwrap();
+        assert_eq!(ib.next_read(|_| Some(0)).map(|(d, _)| d.token), Some(1));
+        assert_eq!(ib.next_read(|_| Some(0)).map(|(d, _)| d.token), Some(2));
+        assert!(ib.next_read(|_| Some(0)).is_none(), "10 bytes being read");
+        ib.on_read_done(1).unwrap();
+        assert_eq!(ib.next_read(|_| Some(0)).map(|(d, _)| d.token), Some(3));
+        assert!(ib.next_read(|_| Some(0)).is_none());
+        ib.on_read_done(2).unwrap();
+        ib.on_read_done(3).unwrap();
+        // A frame above the bound is still read, alone.
+        assert_eq!(ib.next_read(|_| Some(0)).map(|(d, _)| d.token), Some(4));
     }
 
     #[test]

@@ -1151,3 +1151,209 @@ fn gid_addressed_devices_connect_by_gid_and_qpn() {
     };
     assert!(SoftDevice::open_gid_addressed(unix).is_err());
 }
+
+/// Connects `a` and `b` as [`connect`] does, with each side's READ limits: `rd.0` is the
+/// side's `max_rd_atomic` (READs it issues at once), `rd.1` its `max_dest_rd_atomic` (READs it
+/// serves at once).
+fn connect_rd(a: &Side, b: &Side, rts: RtsAttr, rd_a: (u8, u8), rd_b: (u8, u8)) {
+    let (pa, pb) = (0x2000, 0x3000);
+    let ea = a.qp.endpoint(pa).unwrap();
+    let eb = b.qp.endpoint(pb).unwrap();
+    for (s, remote, psn, rd) in [(a, eb, pa, rd_a), (b, ea, pb, rd_b)] {
+        s.qp.modify(&ModifyQp::Init(InitAttr::new(1))).unwrap();
+        let mut rtr = RtrAttr::new(remote);
+        rtr.max_dest_rd_atomic = rd.1;
+        s.qp.modify(&ModifyQp::Rtr(rtr)).unwrap();
+        s.qp.modify(&ModifyQp::Rts(RtsAttr {
+            sq_psn: psn,
+            max_rd_atomic: rd.0,
+            ..rts
+        }))
+        .unwrap();
+    }
+}
+
+#[test]
+fn outstanding_reads_never_exceed_max_rd_atomic() {
+    // b serves at most 2 READs at once and answers a third with an Invalid Request NAK (as a
+    // responder out of READ resources does); a may issue 2 at once. 64 READs posted in one
+    // call all succeed, in order: the excess waited in a's send queue.
+    let a = Side::new(
+        SoftConfig::default(),
+        QpCaps::default(),
+        false,
+        4 << 20,
+        rw(),
+    );
+    let mut b = Side::new(
+        SoftConfig::default(),
+        QpCaps::default(),
+        false,
+        4 << 20,
+        rw(),
+    );
+    connect_rd(&a, &b, fast_rts(), (2, 2), (2, 2));
+    for (i, x) in b.buf_mut().iter_mut().enumerate() {
+        *x = (i % 253) as u8;
+    }
+    let n = 64;
+    let len = 64 * 1024;
+    let sges: Vec<[Sge; 1]> = (0..n).map(|i| [a.sge(i * len, len)]).collect();
+    let wrs: Vec<SendWr<'_>> = sges
+        .iter()
+        .enumerate()
+        .map(|(i, s)| wr(i as u64, s, SendOp::RdmaRead(b.remote(i * len)), SIG))
+        .collect();
+    a.post(&wrs).unwrap();
+    let sc = wait(&a.scq, n);
+    assert_eq!(
+        sc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        (0..n as u64)
+            .map(|i| (i, WcStatus::Success))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(&a.buf[..n * len], &b.buf[..n * len]);
+    assert_eq!(a.qp.state(), QpState::Rts);
+    assert_eq!(b.qp.state(), QpState::Rts);
+}
+
+#[test]
+fn a_requester_beyond_the_responders_read_resources_gets_invalid_request() {
+    // The check the previous test relies on: a issues up to 4 READs at once, b serves only 1.
+    let a = Side::new(
+        SoftConfig::default(),
+        QpCaps::default(),
+        false,
+        4 << 20,
+        rw(),
+    );
+    let b = Side::new(
+        SoftConfig::default(),
+        QpCaps::default(),
+        false,
+        4 << 20,
+        rw(),
+    );
+    connect_rd(&a, &b, fast_rts(), (4, 4), (4, 1));
+    let len = 1 << 20;
+    let sges: Vec<[Sge; 1]> = (0..4).map(|i| [a.sge(i * len, len)]).collect();
+    let wrs: Vec<SendWr<'_>> = sges
+        .iter()
+        .enumerate()
+        .map(|(i, s)| wr(i as u64, s, SendOp::RdmaRead(b.remote(i * len)), SIG))
+        .collect();
+    a.post(&wrs).unwrap();
+    let sc = wait(&a.scq, 4);
+    assert_eq!(sc.len(), 4, "{sc:?}");
+    assert!(
+        sc.iter().any(|w| w.status == WcStatus::RemInvReqErr),
+        "{sc:?}"
+    );
+    assert!(sc.iter().filter(|w| w.status == WcStatus::Success).count() <= 1);
+    assert!(wait_state(&a.qp, QpState::Err));
+    assert!(wait_state(&b.qp, QpState::Err));
+}
+
+#[test]
+fn requests_waiting_behind_read_responses_are_not_timed_out() {
+    // a serves 64 MiB of b's READs per round while it posts WRITEs of its own: they wait behind
+    // the responses (or a READ limit), which may take longer than a's ACK timeout with one
+    // retry. Only requests on the wire are timed, so nothing fails.
+    let rts = RtsAttr {
+        timeout: 12, // 16.8 ms per try
+        retry_cnt: 1,
+        ..RtsAttr::new(0)
+    };
+    let mut a = Side::new(
+        SoftConfig::default(),
+        QpCaps::default(),
+        false,
+        4 << 20,
+        rw(),
+    );
+    let b = Side::new(
+        SoftConfig::default(),
+        QpCaps::default(),
+        false,
+        8 << 20,
+        rw(),
+    );
+    connect(&a, &b, rts, 1);
+    for (i, x) in a.buf_mut().iter_mut().enumerate() {
+        *x = (i % 251) as u8;
+    }
+    let len = 4 << 20;
+    for round in 0..8u64 {
+        let rd_sges: Vec<[Sge; 1]> = (0..16).map(|i| [b.sge((i % 2) * len, len)]).collect();
+        let reads: Vec<SendWr<'_>> = rd_sges
+            .iter()
+            .enumerate()
+            .map(|(i, s)| wr(i as u64, s, SendOp::RdmaRead(a.remote(0)), SIG))
+            .collect();
+        b.post(&reads).unwrap();
+        let w_sges: Vec<[Sge; 1]> = (0..16).map(|i| [a.sge(i * 64, 64)]).collect();
+        let writes: Vec<SendWr<'_>> = w_sges
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let dst = b.remote(len * 2 - 4096 + i * 64);
+                wr(100 + i as u64, s, SendOp::RdmaWrite(dst), SIG)
+            })
+            .collect();
+        a.post(&writes).unwrap();
+        let sa = wait_for(&a.scq, 16, Duration::from_secs(20));
+        assert!(
+            sa.len() == 16 && sa.iter().all(|w| w.status == WcStatus::Success),
+            "round {round}: {sa:?}"
+        );
+        let sb = wait_for(&b.scq, 16, Duration::from_secs(20));
+        assert!(
+            sb.len() == 16 && sb.iter().all(|w| w.status == WcStatus::Success),
+            "round {round}: {sb:?}"
+        );
+    }
+    assert_eq!(&b.buf[..len], &a.buf[..len]);
+}
+
+#[test]
+fn a_fenced_write_waits_for_the_read_before_it() {
+    // a READs b's pattern into its buffer, then WRITEs that range back to b elsewhere with
+    // IBV_SEND_FENCE: the WRITE goes out only after the READ completed, so it carries what the
+    // READ brought, not the zeros that were there when it was posted.
+    let a = Side::new(
+        SoftConfig::default(),
+        QpCaps::default(),
+        false,
+        4 << 20,
+        rw(),
+    );
+    let mut b = Side::new(
+        SoftConfig::default(),
+        QpCaps::default(),
+        false,
+        4 << 20,
+        rw(),
+    );
+    connect(&a, &b, fast_rts(), 1);
+    let len = 1 << 20;
+    for (i, x) in b.buf_mut()[..len].iter_mut().enumerate() {
+        *x = (i % 249) as u8 + 1;
+    }
+    let s = [a.sge(0, len)];
+    a.post(&[
+        wr(1, &s, SendOp::RdmaRead(b.remote(0)), SIG),
+        wr(
+            2,
+            &s,
+            SendOp::RdmaWrite(b.remote(2 * len)),
+            SIG | SendFlags::FENCE,
+        ),
+    ])
+    .unwrap();
+    let sc = wait(&a.scq, 2);
+    assert_eq!(
+        sc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
+    assert_eq!(&b.buf[2 * len..3 * len], &b.buf[..len]);
+}

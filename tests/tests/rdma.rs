@@ -391,3 +391,55 @@ fn curve_connections_keep_the_encrypted_tcp_path() {
     assert_eq!(next_transport(&mut mon), monitor::TRANSPORT_TCP);
     assert!(pull.recv_bytes(0).unwrap() == payload(1 << 20, 3));
 }
+
+#[test]
+fn a_sender_with_many_large_frames_queued_keeps_one_rdma_connection() {
+    // remote_thr's pattern: PUSH queues up to its high-water mark (1000) of fresh 1 MiB frames
+    // while PULL drains them. The sender's QP then serves a stream of READs while its own ring
+    // WRITEs wait behind the responses: no request may time out for waiting in its send queue,
+    // and the READs never exceed the QP's limit. One RDMA connection carries every frame.
+    setup();
+    let ctx = Context::new();
+    // Away from the wires the cut-wire test cuts on 127.0.0.1, and from two addresses: one soft
+    // device (NIC thread) per end, as between two hosts.
+    let mut pull = sock(&ctx, SocketType::Pull);
+    pull.bind("tcp://127.0.0.3:*").unwrap();
+    let ep = pull.last_endpoint().to_string();
+    let mut push = sock(&ctx, SocketType::Push);
+    let mut mon = watch(&ctx, &mut push, "rdma-queued");
+    push.connect(&ep.replacen("tcp://", "tcp://127.0.0.4:0;", 1))
+        .unwrap();
+    assert_eq!(next_transport(&mut mon), monitor::TRANSPORT_RDMA);
+    let n = 1000u64;
+    let sender = std::thread::spawn(move || {
+        for i in 0..n {
+            let mut v = vec![0u8; 1 << 20];
+            v[..8].copy_from_slice(&i.to_le_bytes());
+            v[(1 << 20) - 8..].copy_from_slice(&i.to_le_bytes());
+            push.send(Msg::from_vec(v), 0).unwrap();
+        }
+        push
+    });
+    for i in 0..n {
+        let m = pull.recv_msg(0).unwrap();
+        let d = m.data();
+        assert_eq!(d.len(), 1 << 20);
+        assert_eq!(u64::from_le_bytes(d[..8].try_into().unwrap()), i, "lost");
+        assert_eq!(
+            u64::from_le_bytes(d[(1 << 20) - 8..].try_into().unwrap()),
+            i
+        );
+    }
+    let _push = sender.join().unwrap();
+    // The connection never broke: no disconnect, no end of the RDMA path, no second upgrade.
+    mon.set_option_i32(opt::RCVTIMEO, 200).unwrap();
+    while let Ok(parts) = mon.recv_multipart(0) {
+        let ev = u16::from_ne_bytes([parts[0].data()[0], parts[0].data()[1]]);
+        assert_ne!(ev, monitor::EVENT_DISCONNECTED, "the connection broke");
+        assert_ne!(
+            ev,
+            monitor::EVENT_TRANSPORT,
+            "the RDMA path ended or restarted"
+        );
+    }
+}

@@ -19,7 +19,17 @@
 //! - Every packet has a PSN; the responder executes in PSN order, NAKs gaps (sequence error),
 //!   acknowledges duplicates without re-executing them (READs are re-executed); the requester
 //!   goes back N on a NAK or when nothing moved for the ACK timeout (4.096 us * 2^timeout), and
-//!   after `retry_cnt` retries completes with `RETRY_EXC_ERR` (cut wire, dead peer).
+//!   after `retry_cnt` retries completes with `RETRY_EXC_ERR` (cut wire, dead peer). The ACK
+//!   timeout runs for requests on the wire only, from their transmission: a request waiting in
+//!   the send queue (behind READ responses, a READ limit or a fence) is not timed (with no
+//!   working wire every request counts as sent into the void).
+//! - READ limits: at most `max_rd_atomic` (RTS) READs outstanding; a READ beyond it, and every WR
+//!   behind it, waits in the send queue; `IBV_SEND_FENCE` waits for every earlier READ. A
+//!   responder serves at most `max_dest_rd_atomic` (RTR) READs at once and answers one more with
+//!   an Invalid Request NAK (`REM_INV_REQ_ERR` at the requester, both QPs to ERR). Both limits
+//!   are at most 16 (`EINVAL` above; 0 is taken as 1).
+//! - The wire carries requests and responses interleaved (ACKs and NAKs first, then READ
+//!   responses and requests in turn), so neither direction starves the other.
 //! - Completions in order; successful send WRs complete only when signaled (or `sq_sig_all`);
 //!   errors always complete; a QP in ERR flushes every outstanding send and receive WR with
 //!   `WR_FLUSH_ERR`, in order, and WRs posted in ERR are flushed at once.
@@ -33,8 +43,15 @@
 //! Simplifications (documented, not hidden): one packet per WR (no MTU segmentation; PSNs count
 //! WRs); the header carries a CRC, the payload does not; a memory region deregistered in the
 //! middle of a transfer is never touched again (zeros are sent, incoming bytes are dropped);
-//! `max_rd_atomic` is not enforced; SQ slots of unsignaled WRs are released when the covering
-//! signaled completion is generated rather than when it is polled.
+//! SQ slots of unsignaled WRs are released when the covering signaled completion is generated
+//! rather than when it is polled; a READ response's payload counts as progress for the ACK
+//! timer while it streams in (a single packet may be far longer than the timeout).
+//!
+//! Cost model: the progress thread makes one `sendmsg` per batch of packets (headers and
+//! payloads gathered from registered memory, no copy above 16 KiB) and receives payloads above
+//! 64 KiB straight into their destination. A post rings the doorbell (an eventfd write) only
+//! while the thread sleeps, and a consumer that waits for a QP while the thread works on it
+//! gets it before the thread's next pass.
 //!
 //! Fault injection ([`inject`], [`kill`]): cut a QP's wire, stall it for a while, corrupt the
 //! next packet header (dropped by the responder, recovered by retransmission), or kill a whole
@@ -326,11 +343,26 @@ struct Shared {
     next_mw: AtomicU32,
     qps: Mutex<HashMap<u32, Arc<QpShared>>>,
     doorbell: EventFd,
+    /// The progress thread is (about to be) asleep in `poll`: a post must signal the doorbell.
+    asleep: AtomicBool,
+    /// Work was posted since the progress thread last looked (see [`Shared::ring`]).
+    rung: AtomicBool,
     shutdown: AtomicBool,
     killed: AtomicBool,
 }
 
 impl Shared {
+    /// Rings the doorbell after a post: a system call only when the progress thread sleeps (a
+    /// running one looks at every QP again before it sleeps). With `asleep` and `rung` both
+    /// sequentially consistent, either the poster sees the thread asleep and signals, or the
+    /// thread sees `rung` before sleeping and does not sleep.
+    fn ring(&self) {
+        self.rung.store(true, Ordering::SeqCst);
+        if self.asleep.load(Ordering::SeqCst) {
+            self.doorbell.signal();
+        }
+    }
+
     fn mrs(&self) -> std::sync::RwLockReadGuard<'_, HashMap<u32, MrEntry>> {
         self.mrs.read().unwrap_or_else(|e| e.into_inner())
     }
@@ -433,6 +465,8 @@ impl SoftDevice {
             next_mw: AtomicU32::new(1),
             qps: Mutex::new(HashMap::new()),
             doorbell: EventFd::new()?,
+            asleep: AtomicBool::new(false),
+            rung: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             killed: AtomicBool::new(false),
         });
@@ -666,6 +700,9 @@ impl Pd for SoftPd {
             recv_cq,
             secret: if s.gid_mode { 0 } else { random_u64() },
             inner: Mutex::new(QpInner::new()),
+            waiters: AtomicU32::new(0),
+            waiting: Mutex::new(0),
+            handoff: std::sync::Condvar::new(),
         });
         lock(&s.qps).insert(qpn, qp.clone());
         Ok(Arc::new(SoftQp {
@@ -920,6 +957,11 @@ impl Qp for SoftQp {
                     None
                 }
                 ModifyQp::Rtr(a) => {
+                    if a.max_dest_rd_atomic > MAX_RD_ATOMIC {
+                        return Err(Error::InvalidArgument(
+                            "max_dest_rd_atomic beyond the device limit",
+                        ));
+                    }
                     if a.remote.provider != ProviderKind::Soft {
                         return Err(Error::Descriptor("remote endpoint is not a soft QP"));
                     }
@@ -930,6 +972,7 @@ impl Qp for SoftQp {
                     });
                     g.epsn = a.remote.psn & PSN_MASK;
                     g.min_rnr_timer = a.min_rnr_timer.min(31);
+                    g.max_dest_rd_atomic = a.max_dest_rd_atomic.max(1);
                     g.state = QpState::Rtr;
                     if (s.id, self.qp.qpn) < (dev, a.remote.qpn) {
                         Some((addr, dev, a.remote.qpn, secret))
@@ -940,6 +983,11 @@ impl Qp for SoftQp {
                 ModifyQp::Rts(a) => {
                     if a.retry_cnt > 7 || a.rnr_retry > 7 || a.timeout > 31 {
                         return Err(Error::InvalidArgument("timeout/retry out of range"));
+                    }
+                    if a.max_rd_atomic > MAX_RD_ATOMIC {
+                        return Err(Error::InvalidArgument(
+                            "max_rd_atomic beyond the device limit",
+                        ));
                     }
                     g.next_psn = a.sq_psn & PSN_MASK;
                     g.tx_psn = g.next_psn;
@@ -952,6 +1000,7 @@ impl Qp for SoftQp {
                     g.retries_left = a.retry_cnt;
                     g.rnr_retry = a.rnr_retry;
                     g.rnr_left = a.rnr_retry;
+                    g.max_rd_atomic = a.max_rd_atomic.max(1);
                     g.state = QpState::Rts;
                     None
                 }
@@ -984,7 +1033,6 @@ impl Qp for SoftQp {
     unsafe fn post_send(&self, wrs: &[SendWr<'_>]) -> std::result::Result<(), PostError> {
         let caps = self.qp.caps;
         let mut g = self.qp.lock();
-        let now = Instant::now();
         for (i, wr) in wrs.iter().enumerate() {
             let fail = |error| Err(PostError { index: i, error });
             if wr.sg_list.len() > caps.max_send_sge as usize {
@@ -1054,7 +1102,9 @@ impl Qp for SoftQp {
                 None
             };
             if g.sq.iter().all(|e| e.done) {
-                g.last_progress = now;
+                // Nothing was outstanding: no ACK timeout was running. (A live wire restarts it
+                // when the request is transmitted.)
+                g.last_progress = Instant::now();
             }
             let psn = g.next_psn;
             g.next_psn = (psn + 1) & PSN_MASK;
@@ -1070,12 +1120,13 @@ impl Qp for SoftQp {
                 len: len as u32,
                 signaled: self.qp.sig_all || wr.flags.contains(SendFlags::SIGNALED),
                 solicited: wr.flags.contains(SendFlags::SOLICITED),
+                fence: wr.flags.contains(SendFlags::FENCE),
                 psn,
                 done: false,
             });
         }
         drop(g);
-        self.h.shared.doorbell.signal();
+        self.h.shared.ring();
         Ok(())
     }
 
@@ -1296,6 +1347,9 @@ fn wc(
 // ---------------------------------------------------------------------------------------------
 
 const PSN_MASK: u32 = 0xff_ffff;
+/// The device's limit on RDMA READs outstanding per QP, as requester (`max_qp_rd_atom`) and as
+/// responder (`max_qp_init_rd_atom`).
+const MAX_RD_ATOMIC: u8 = 16;
 const HDR_LEN: usize = 48;
 const HDR_MAGIC: u16 = 0x5253;
 const HELLO_LEN: usize = 40;
@@ -1323,7 +1377,7 @@ const TX_COPY_MAX: usize = 16 * 1024;
 /// Stop building packets while this much is queued on a wire.
 const TX_QUEUE_MAX: usize = 1 << 20;
 /// Largest single write/read syscall on a wire.
-const IO_CHUNK: usize = 4 << 20;
+const IO_CHUNK: usize = 1 << 20;
 /// Bytes moved per QP per progress pass (fairness).
 const PASS_BUDGET: usize = 16 << 20;
 const RXBUF: usize = 64 * 1024;
@@ -1541,6 +1595,27 @@ enum TxChunk {
         key: u32,
         pdn: u32,
     },
+    /// No bytes: the response of a READ counted against `max_dest_rd_atomic` is on the wire,
+    /// its responder resource is free again.
+    ReadEnd,
+}
+
+impl TxChunk {
+    fn len(&self) -> usize {
+        match self {
+            TxChunk::Bytes(v) => v.len(),
+            TxChunk::Mem { len, .. } => *len,
+            TxChunk::ReadEnd => 0,
+        }
+    }
+}
+
+/// A response-side packet waiting for the wire: ACK, NAK or READ response.
+struct Ctrl {
+    hdr: Hdr,
+    payload: Option<TxChunk>,
+    /// A READ response that holds a responder resource (not a duplicate's re-execution).
+    fresh_read: bool,
 }
 
 enum RxDest {
@@ -1579,10 +1654,14 @@ struct Wire {
     rxbuf: Vec<u8>,
     rx_start: usize,
     rx_end: usize,
+    /// The next receive into `rxbuf` reads one header only.
+    rx_header_only: bool,
     tx: VecDeque<TxChunk>,
     tx_off: usize,
     tx_queued: usize,
-    ctrl: VecDeque<(Hdr, Option<TxChunk>)>,
+    ctrl: VecDeque<Ctrl>,
+    /// Fresh READ responses not yet fully written (responder resources in use).
+    reads_serving: u32,
 }
 
 impl Wire {
@@ -1598,10 +1677,12 @@ impl Wire {
             rxbuf: vec![0; RXBUF],
             rx_start: 0,
             rx_end: 0,
+            rx_header_only: false,
             tx: VecDeque::new(),
             tx_off: 0,
             tx_queued: 0,
             ctrl: VecDeque::new(),
+            reads_serving: 0,
         }
     }
 
@@ -1620,6 +1701,7 @@ impl Wire {
         self.ctrl.clear();
         self.tx_queued = 0;
         self.tx_off = 0;
+        self.reads_serving = 0;
     }
 
     fn fd(&self) -> Option<RawFd> {
@@ -1631,6 +1713,9 @@ impl Wire {
     }
 
     fn push_bytes(&mut self, b: &[u8]) {
+        if b.is_empty() {
+            return;
+        }
         self.tx_queued += b.len();
         if let Some(TxChunk::Bytes(v)) = self.tx.back_mut() {
             if v.len() < 256 * 1024 {
@@ -1667,6 +1752,8 @@ struct SqEntry {
     len: u32,
     signaled: bool,
     solicited: bool,
+    /// `IBV_SEND_FENCE`: not transmitted before every earlier READ has completed.
+    fence: bool,
     psn: u32,
     done: bool,
 }
@@ -1694,10 +1781,56 @@ struct QpShared {
     send_cq: Arc<CqShared>,
     recv_cq: Arc<CqShared>,
     inner: Mutex<QpInner>,
+    /// Threads waiting for `inner` (posting, polling state) while the progress thread holds it.
+    waiters: AtomicU32,
+    /// `waiters` under a lock, for the progress thread to sleep on until they are through.
+    waiting: Mutex<u32>,
+    handoff: std::sync::Condvar,
 }
 
 impl QpShared {
+    /// The QP's state, for the consumer's calls (post, modify, query) and fault injection.
     fn lock(&self) -> MutexGuard<'_, QpInner> {
+        match self.inner.try_lock() {
+            Ok(g) => return g,
+            Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {}
+        }
+        {
+            let mut w = lock(&self.waiting);
+            *w += 1;
+            self.waiters.store(*w, Ordering::SeqCst);
+        }
+        let g = lock(&self.inner);
+        let mut w = lock(&self.waiting);
+        *w -= 1;
+        self.waiters.store(*w, Ordering::SeqCst);
+        if *w == 0 {
+            self.handoff.notify_all();
+        }
+        g
+    }
+
+    /// A consumer waits for the QP: the progress thread cuts its pass short and lets it in.
+    /// (A NIC never makes a doorbell wait for its DMA; a mutex would otherwise hand the lock
+    /// back to the busy progress thread again and again while a poster sleeps.)
+    fn contended(&self) -> bool {
+        self.waiters.load(Ordering::Relaxed) > 0
+    }
+
+    /// The progress thread's lock: waiting consumers go first.
+    fn lock_for_service(&self) -> MutexGuard<'_, QpInner> {
+        if self.contended() {
+            let mut w = lock(&self.waiting);
+            while *w > 0 {
+                // (The timeout only bounds the damage of a lost wake-up; none is expected.)
+                w = self
+                    .handoff
+                    .wait_timeout(w, Duration::from_millis(10))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+        }
         lock(&self.inner)
     }
 }
@@ -1718,12 +1851,20 @@ struct QpInner {
     rnr_retry: u8,
     rnr_left: u8,
     rnr_until: Option<Instant>,
+    /// Start of the current ACK-timeout interval: the transmission of the oldest
+    /// unacknowledged request, or the last progress since (ACK, response or wire bytes).
     last_progress: Instant,
+    /// RDMA READs this QP may have outstanding as requester (RTS `max_rd_atomic`).
+    max_rd_atomic: u8,
+    /// The next packet built goes to a request when one is ready (after a READ response).
+    req_turn: bool,
     // responder
     rq: VecDeque<RqEntry>,
     epsn: u32,
     nak_sent: bool,
     ack_pending: bool,
+    /// Incoming RDMA READs this QP serves at once as responder (RTR `max_dest_rd_atomic`).
+    max_dest_rd_atomic: u8,
     // wire and faults
     wire: Option<Wire>,
     hold_until: Option<Instant>,
@@ -1762,17 +1903,19 @@ enum Io {
     Dead,
 }
 
-fn sys_send(fd: RawFd, ptr: *const u8, len: usize) -> Io {
-    // SAFETY: the caller guarantees ptr..ptr+len is readable for the call (a Vec we own, or
-    // registered memory checked under the MR read lock that the caller holds).
-    let n = unsafe {
-        libc::send(
-            fd,
-            ptr as *const libc::c_void,
-            len,
-            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-        )
-    };
+/// Most iovecs gathered into one `sendmsg` on a wire.
+const IOV_MAX: usize = 64;
+/// What replaces the bytes of a region deregistered in the middle of a transfer.
+static ZEROS: [u8; RXBUF] = [0; RXBUF];
+
+fn sys_sendmsg(fd: RawFd, iov: &[libc::iovec]) -> Io {
+    // SAFETY: a zeroed msghdr is valid (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = iov.len() as _;
+    // SAFETY: the caller guarantees every iovec is readable for the call (Vecs we own, a static,
+    // or registered memory checked under the MR read lock that the caller holds).
+    let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
     if n > 0 {
         Io::Progress(n as usize)
     } else if n < 0 {
@@ -1821,10 +1964,13 @@ impl QpInner {
             rnr_left: 7,
             rnr_until: None,
             last_progress: Instant::now(),
+            max_rd_atomic: MAX_RD_ATOMIC,
+            req_turn: false,
             rq: VecDeque::new(),
             epsn: 0,
             nak_sent: false,
             ack_pending: false,
+            max_dest_rd_atomic: MAX_RD_ATOMIC,
             wire: None,
             hold_until: None,
             corrupt_next: 0,
@@ -1946,10 +2092,21 @@ impl QpInner {
         self.sq.iter().find(|e| !e.done).map(|e| e.psn)
     }
 
+    /// The oldest request that is on the wire and not yet acknowledged: the one the ACK timer
+    /// runs for. Requests still waiting in the send queue (behind other traffic, a READ limit
+    /// or a fence) have no timer, as on hardware, whose local ACK timeout counts from
+    /// transmission. Without a working wire (cut, peer dead, never attached) every request
+    /// counts as sent into the void, as a NIC's packets are when the link is gone.
+    fn timed_psn(&self) -> Option<u32> {
+        let first = self.first_pending_psn()?;
+        let linked = self.wire.as_ref().is_some_and(|w| !w.dead);
+        (!linked || pdiff(self.tx_psn, first) > 0).then_some(first)
+    }
+
     fn next_deadline(&self) -> Option<Instant> {
         let mut d: Option<Instant> = None;
         let mut add = |t: Instant| d = Some(d.map_or(t, |x| x.min(t)));
-        if self.state == QpState::Rts && self.first_pending_psn().is_some() {
+        if self.state == QpState::Rts && self.timed_psn().is_some() {
             if let Some(to) = self.timeout {
                 add(self.last_progress + to);
             }
@@ -1974,7 +2131,7 @@ impl QpInner {
         if self.state != QpState::Rts {
             return;
         }
-        let (Some(to), Some(psn)) = (self.timeout, self.first_pending_psn()) else {
+        let (Some(to), Some(psn)) = (self.timeout, self.timed_psn()) else {
             return;
         };
         if self.rnr_until.is_some() || now < self.last_progress + to {
@@ -2009,7 +2166,7 @@ impl QpInner {
                 );
             }
             let tx = self.pump_tx(qp, sh, now);
-            busy = rx >= PASS_BUDGET || tx >= PASS_BUDGET;
+            busy = rx >= PASS_BUDGET || tx >= PASS_BUDGET || qp.contended();
             if rx == 0 && tx == 0 {
                 break;
             }
@@ -2020,10 +2177,14 @@ impl QpInner {
         busy
     }
 
-    fn queue_ctrl(&mut self, h: Hdr, payload: Option<TxChunk>) {
+    fn queue_ctrl(&mut self, hdr: Hdr, payload: Option<TxChunk>) {
         if let Some(w) = self.wire.as_mut() {
             if !w.dead {
-                w.ctrl.push_back((h, payload));
+                w.ctrl.push_back(Ctrl {
+                    hdr,
+                    payload,
+                    fresh_read: false,
+                });
             }
         }
     }
@@ -2043,101 +2204,25 @@ impl QpInner {
 
     // ----- transmit -----------------------------------------------------------------------
 
+    /// Builds packets and writes them until the wire blocks, the pass budget is spent or nothing
+    /// is left to send: the progress thread must never sleep while a packet could go out (it
+    /// polls for writability only while bytes are queued).
     fn pump_tx(&mut self, qp: &QpShared, sh: &Shared, now: Instant) -> usize {
         let held = self.hold_until.is_some_and(|t| now < t);
-        if self.wire.as_ref().is_none_or(|w| w.dead) {
-            return 0;
-        }
-        // Build packets.
-        loop {
-            let w = self.wire.as_mut().expect("checked");
-            if w.tx_queued >= TX_QUEUE_MAX {
-                break;
-            }
-            if let Some((h, payload)) = w.ctrl.pop_front() {
-                w.push_bytes(&h.encode());
-                match payload {
-                    Some(TxChunk::Mem {
-                        addr,
-                        len,
-                        key,
-                        pdn,
-                    }) => w.push_mem(addr, len, key, pdn),
-                    Some(TxChunk::Bytes(b)) => w.push_bytes(&b),
-                    None => {}
-                }
-                continue;
-            }
-            if self.state != QpState::Rts || self.rnr_until.is_some() {
-                break;
-            }
-            let Some(i) = self.sq_index(self.tx_psn) else {
-                break;
-            };
-            if pdiff(self.tx_psn, self.next_psn) >= 0 {
-                break;
-            }
-            if !self.build_request(qp, sh, i) {
-                break;
-            }
-        }
-        if held {
-            return 0;
-        }
-        // Write.
-        let w = self.wire.as_mut().expect("checked");
-        let fd = match w.fd() {
-            Some(fd) => fd,
-            None => return 0,
-        };
         let mut moved = 0;
-        while let Some(front) = w.tx.front() {
-            if moved >= PASS_BUDGET {
+        loop {
+            if self.wire.as_ref().is_none_or(|w| w.dead) {
                 break;
             }
-            let r = match front {
-                TxChunk::Bytes(v) => {
-                    let rest = &v[w.tx_off..];
-                    sys_send(fd, rest.as_ptr(), rest.len())
-                }
-                TxChunk::Mem {
-                    addr,
-                    len,
-                    key,
-                    pdn,
-                } => {
-                    let n = (len - w.tx_off).min(IO_CHUNK);
-                    let a = addr + w.tx_off as u64;
-                    let mrs = sh.mrs();
-                    if mr_ok(&mrs, *key, *pdn, a, n as u64, Access::NONE) {
-                        sys_send(fd, a as *const u8, n)
-                    } else {
-                        // The MR went away mid-transfer: keep the framing, never touch it.
-                        drop(mrs);
-                        let zeros = vec![0u8; n.min(RXBUF)];
-                        sys_send(fd, zeros.as_ptr(), zeros.len())
-                    }
-                }
-            };
-            match r {
-                Io::Progress(n) => {
-                    moved += n;
-                    w.tx_off += n;
-                    w.tx_queued -= n;
-                    let flen = match front {
-                        TxChunk::Bytes(v) => v.len(),
-                        TxChunk::Mem { len, .. } => *len,
-                    };
-                    if w.tx_off == flen {
-                        w.tx.pop_front();
-                        w.tx_off = 0;
-                    }
-                }
-                Io::Blocked => break,
-                Io::Dead => {
-                    w.cut();
-                    break;
-                }
+            let built = self.build_packets(qp, sh, now);
+            if held {
+                break;
+            }
+            let w = self.wire.as_mut().expect("checked");
+            let (n, blocked) = write_tx(w, sh, PASS_BUDGET - moved);
+            moved += n;
+            if blocked || moved >= PASS_BUDGET || qp.contended() || (!built && w.tx.is_empty()) {
+                break;
             }
         }
         if moved > 0 {
@@ -2146,9 +2231,98 @@ impl QpInner {
         moved
     }
 
+    /// The send-queue index of the next request to transmit, when the send queue may transmit
+    /// it now: RTS, no RNR wait, and within `max_rd_atomic` and fences for READs.
+    fn next_request(&self) -> Option<usize> {
+        if self.state != QpState::Rts || self.rnr_until.is_some() {
+            return None;
+        }
+        if pdiff(self.tx_psn, self.next_psn) >= 0 {
+            return None;
+        }
+        let i = self.sq_index(self.tx_psn)?;
+        let e = &self.sq[i];
+        let is_read = matches!(e.op, SendOp::RdmaRead(_));
+        if is_read || e.fence {
+            // READs before this one whose responses have not all arrived are outstanding.
+            let reading = self
+                .sq
+                .iter()
+                .take(i)
+                .filter(|p| !p.done && matches!(p.op, SendOp::RdmaRead(_)))
+                .count();
+            if (e.fence && reading > 0) || (is_read && reading >= usize::from(self.max_rd_atomic)) {
+                // Real send queues wait here (in order): the READ, and all behind it, goes out
+                // when an earlier READ's response completes.
+                return None;
+            }
+        }
+        Some(i)
+    }
+
+    /// Moves packets into the wire's transmit queue (up to [`TX_QUEUE_MAX`] queued): ACKs and
+    /// NAKs first, READ responses and requests alternately so that neither direction starves the
+    /// other. Returns whether anything was added.
+    fn build_packets(&mut self, qp: &QpShared, sh: &Shared, now: Instant) -> bool {
+        let mut built = false;
+        loop {
+            let w = self.wire.as_mut().expect("checked by caller");
+            if w.dead || w.tx_queued >= TX_QUEUE_MAX {
+                break;
+            }
+            let ctrl_first = w
+                .ctrl
+                .front()
+                .map(|c| c.payload.is_none() || !self.req_turn);
+            let req = if ctrl_first == Some(true) {
+                None
+            } else {
+                self.next_request()
+            };
+            let w = self.wire.as_mut().expect("checked by caller");
+            if req.is_none() {
+                let Some(c) = w.ctrl.pop_front() else {
+                    break;
+                };
+                w.push_bytes(&c.hdr.encode());
+                let big = c.payload.is_some();
+                match c.payload {
+                    Some(TxChunk::Mem {
+                        addr,
+                        len,
+                        key,
+                        pdn,
+                    }) => w.push_mem(addr, len, key, pdn),
+                    Some(TxChunk::Bytes(b)) => w.push_bytes(&b),
+                    Some(TxChunk::ReadEnd) | None => {}
+                }
+                if c.fresh_read {
+                    w.tx.push_back(TxChunk::ReadEnd);
+                }
+                if big {
+                    self.req_turn = true;
+                }
+                built = true;
+                continue;
+            }
+            let i = req.expect("checked");
+            self.req_turn = false;
+            if !self.build_request(qp, sh, i, now) {
+                break;
+            }
+            built = true;
+        }
+        built
+    }
+
     /// Encodes the request at sq index `i` onto the wire. False when it failed locally (the QP
     /// went to ERR).
-    fn build_request(&mut self, qp: &QpShared, sh: &Shared, i: usize) -> bool {
+    fn build_request(&mut self, qp: &QpShared, sh: &Shared, i: usize, now: Instant) -> bool {
+        if self.first_pending_psn() == Some(self.sq[i].psn) {
+            // The oldest unacknowledged request goes on the wire: its ACK timeout starts now,
+            // not when it was posted (it may have waited behind other traffic).
+            self.last_progress = now;
+        }
         let corrupt = self.corrupt_next > 0;
         let e = &self.sq[i];
         let mut h = Hdr {
@@ -2253,7 +2427,7 @@ impl QpInner {
     fn pump_rx(&mut self, qp: &QpShared, sh: &Shared, now: Instant) -> usize {
         let mut moved = 0;
         loop {
-            if moved >= PASS_BUDGET {
+            if moved >= PASS_BUDGET || qp.contended() {
                 return moved;
             }
             let Some(w) = self.wire.as_mut() else {
@@ -2270,11 +2444,19 @@ impl QpInner {
                             w.rx_end -= w.rx_start;
                             w.rx_start = 0;
                         }
-                        let free = w.rxbuf.len() - w.rx_end;
+                        // After a large payload, large payloads likely follow (READ responses,
+                        // big WRITEs): read just the header, so that the next payload goes
+                        // straight to its destination instead of through this buffer.
+                        let free = if w.rx_header_only {
+                            HDR_LEN - w.rx_end
+                        } else {
+                            w.rxbuf.len() - w.rx_end
+                        };
                         let ptr = w.rxbuf[w.rx_end..].as_mut_ptr();
                         match sys_recv(fd, ptr, free) {
                             Io::Progress(n) => {
                                 w.rx_end += n;
+                                w.rx_header_only = false;
                                 moved += n;
                                 self.last_progress = now;
                                 continue;
@@ -2352,6 +2534,7 @@ impl QpInner {
                         match deliver(dest, sh, n, |p, k| sys_recv(fd, p, k)) {
                             Io::Progress(k) => {
                                 *remaining -= k;
+                                w.rx_header_only = *remaining == 0;
                                 Io::Progress(k)
                             }
                             other => other,
@@ -2598,22 +2781,37 @@ impl QpInner {
             return;
         }
         if fresh {
+            let serving = self.wire.as_ref().map_or(0, |w| w.reads_serving);
+            if serving >= u32::from(self.max_dest_rd_atomic) {
+                // More READs outstanding than the responder resources negotiated at RTR: the
+                // requester broke its max_rd_atomic (Invalid Request NAK, class A error).
+                self.nak(h.psn, NAK_INV_REQ, 0);
+                self.enter_err(qp);
+                return;
+            }
             self.epsn = (self.epsn + 1) & PSN_MASK;
         }
-        self.queue_ctrl(
-            Hdr {
+        let Some(w) = self.wire.as_mut().filter(|w| !w.dead) else {
+            return;
+        };
+        if fresh {
+            w.reads_serving += 1;
+        }
+        w.ctrl.push_back(Ctrl {
+            hdr: Hdr {
                 kind: K_READ_RESP,
                 psn: h.psn,
                 len,
                 ..Hdr::default()
             },
-            Some(TxChunk::Mem {
+            payload: Some(TxChunk::Mem {
                 addr: h.addr,
                 len: len as usize,
                 key: h.rkey,
                 pdn: qp.pdn,
             }),
-        );
+            fresh_read: fresh,
+        });
     }
 
     fn rnr(&mut self, psn: u32) {
@@ -2694,6 +2892,115 @@ impl QpInner {
             }
         }
     }
+}
+
+/// Writes the wire's transmit queue until it is empty, the socket blocks or `budget` bytes
+/// went out. Returns the bytes written and whether the socket blocked (or the wire died).
+///
+/// Each system call gathers consecutive chunks (headers, copied payloads and registered memory)
+/// into one `sendmsg`, so that a header and its payload travel in one segment and small packets
+/// share system calls. Registered memory is checked against the MR table under its read lock,
+/// held across the call: a deregistration waits for it, and then the NIC never touches the
+/// memory again.
+fn write_tx(w: &mut Wire, sh: &Shared, budget: usize) -> (usize, bool) {
+    let Some(fd) = w.fd() else {
+        return (0, true);
+    };
+    let mut moved = 0;
+    let mut iov: Vec<libc::iovec> = Vec::with_capacity(IOV_MAX);
+    loop {
+        // A READ response whose last byte went out frees its responder resource before
+        // anything else happens: its requester may already send the next READ.
+        while let Some(TxChunk::ReadEnd) = w.tx.front() {
+            w.reads_serving = w.reads_serving.saturating_sub(1);
+            w.tx.pop_front();
+        }
+        if w.tx.is_empty() {
+            break;
+        }
+        if moved >= budget {
+            return (moved, false);
+        }
+        iov.clear();
+        let mut want = 0usize;
+        let mrs = sh.mrs();
+        let mut off = w.tx_off;
+        for c in w.tx.iter() {
+            if iov.len() == IOV_MAX || want >= IO_CHUNK {
+                break;
+            }
+            let room = IO_CHUNK - want;
+            let (ptr, n) = match c {
+                // Stop here: the resource is freed once the bytes before it are out (a marker
+                // at the front was drained above).
+                TxChunk::ReadEnd => break,
+                TxChunk::Bytes(v) => {
+                    let n = (v.len() - off).min(room);
+                    (v[off..].as_ptr(), n)
+                }
+                TxChunk::Mem {
+                    addr,
+                    len,
+                    key,
+                    pdn,
+                } => {
+                    let n = (len - off).min(room);
+                    let a = addr + off as u64;
+                    if mr_ok(&mrs, *key, *pdn, a, n as u64, Access::NONE) {
+                        (a as *const u8, n)
+                    } else {
+                        // The MR went away mid-transfer: keep the framing, never touch it.
+                        (ZEROS.as_ptr(), n.min(ZEROS.len()))
+                    }
+                }
+            };
+            let partial = off + n < c.len();
+            off = 0;
+            iov.push(libc::iovec {
+                iov_base: ptr as *mut libc::c_void,
+                iov_len: n,
+            });
+            want += n;
+            if partial {
+                // The rest of this chunk comes first in the next call.
+                break;
+            }
+        }
+        let r = sys_sendmsg(fd, &iov);
+        drop(mrs);
+        match r {
+            Io::Progress(n) => {
+                moved += n;
+                w.tx_queued -= n;
+                let mut left = n;
+                while left > 0 {
+                    let front = w.tx.front().expect("bytes were queued");
+                    let rest = front.len() - w.tx_off;
+                    if left < rest {
+                        w.tx_off += left;
+                        break;
+                    }
+                    left -= rest;
+                    w.tx.pop_front();
+                    w.tx_off = 0;
+                    while let Some(TxChunk::ReadEnd) = w.tx.front() {
+                        w.reads_serving = w.reads_serving.saturating_sub(1);
+                        w.tx.pop_front();
+                    }
+                }
+                if n < want {
+                    // The socket buffer is full.
+                    return (moved, true);
+                }
+            }
+            Io::Blocked => return (moved, true),
+            Io::Dead => {
+                w.cut();
+                return (moved, true);
+            }
+        }
+    }
+    (moved, false)
 }
 
 /// Moves up to `n` bytes into `dest` through `io(ptr, len)`, segment by segment. A segment whose
@@ -2815,7 +3122,8 @@ fn progress_thread(sh: Arc<Shared>, listener: Listener) {
         let mut deadline: Option<Instant> = None;
         let mut busy = false;
         for qp in &qps {
-            let mut g = qp.lock();
+            let mut g = qp.lock_for_service();
+            let now = Instant::now();
             busy |= g.service(qp, &sh, now);
             if let Some(t) = g.next_deadline() {
                 deadline = Some(deadline.map_or(t, |d| d.min(t)));
@@ -2842,6 +3150,10 @@ fn progress_thread(sh: Arc<Shared>, listener: Listener) {
                 revents: 0,
             });
         }
+        if !busy {
+            sh.asleep.store(true, Ordering::SeqCst);
+            busy = sh.rung.swap(false, Ordering::SeqCst);
+        }
         let timeout_ms: i32 = if busy {
             0
         } else {
@@ -2858,6 +3170,7 @@ fn progress_thread(sh: Arc<Shared>, listener: Listener) {
         unsafe {
             libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms);
         }
+        sh.asleep.store(false, Ordering::SeqCst);
         if fds[0].revents != 0 {
             sh.doorbell.drain();
         }
