@@ -489,10 +489,10 @@ struct Session {
     last_moved: usize,
 }
 
-/// `RZMQ_DIRECT=0` turns direct sends off (for comparisons); on by default.
+/// Whether direct sends are on: `RZMQ_DIRECT=1` or [`crate::direct::set_enabled`]; off by
+/// default (see the known problem in [`crate::direct`]).
 fn direct_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("RZMQ_DIRECT").map_or(true, |v| v != "0"))
+    crate::direct::enabled()
 }
 
 impl Session {

@@ -8,6 +8,8 @@ use rzmq_tests::{ipc_endpoint, payload, TIMEOUT_MS};
 use std::time::Duration;
 
 fn sock(ctx: &Context, ty: SocketType) -> Socket {
+    // Off by default (see rzmq_core::direct); these tests are about the path itself.
+    rzmq_core::direct::set_enabled(true);
     let mut s = ctx.socket(ty).unwrap();
     s.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
     s.set_option_i32(opt::SNDTIMEO, TIMEOUT_MS).unwrap();
@@ -141,6 +143,7 @@ fn libzmq_peer_reads_direct_sends() {
             rep.send_multipart(parts.iter().rev(), 0).unwrap();
         }
     });
+    rzmq_core::direct::set_enabled(true);
     let ctx = Context::new();
     let mut req = sock(&ctx, SocketType::Req);
     req.connect(&ep).unwrap();
