@@ -8,13 +8,20 @@
 //! pipe is framed and written to the stream's fd by the application thread, and the grant is
 //! used up. The I/O thread takes output back (*revokes*) before it writes to the connection, and
 //! grants again only on the next input under the same conditions; a stream of sends with nothing
-//! coming back therefore goes through the pipe and the I/O thread's batching as before. Only plain ZMTP connections qualify: no CURVE, no alternative (RDMA) path, no
-//! subscription forwarding, no raw STREAM framing.
+//! coming back therefore goes through the pipe and the I/O thread's batching as before. Only
+//! plain ZMTP connections qualify: no CURVE, no alternative (RDMA) path, no subscription
+//! forwarding, no raw STREAM framing.
 //!
-//! **Off by default** (`RZMQ_DIRECT=1` or [`set_enabled`] turns it on): pyzmq's
-//! `test_monqueue.py` (a monitored queue publishing copies of every message on a PUB socket) saw
-//! a message delivered twice in about 1 run of 5 with it on, never with it off; the cause is not
-//! found yet.
+//! Order with the thread's other sends: a direct send goes only while its I/O thread has no
+//! unfinished work (no command queued or running, no pipe being drained onto a connection). A
+//! message this thread sent just before on another socket of the same I/O thread, which went
+//! through that thread, is therefore on the wire first, as it would be in libzmq, where both go
+//! through the one I/O thread in order. (pyzmq's monitored-queue test depends on it: a SUB's
+//! subscription, queued by its first call after connecting, must reach the PUB before the message
+//! the same thread sends next on another socket.) Connections on different I/O threads are not
+//! ordered, in libzmq or here.
+//!
+//! On by default; `RZMQ_DIRECT=0` or [`set_enabled`] turns it off.
 //!
 //! States: `IO` (the I/O thread owns output), `GRANTED` (the writer may take it), `WRITING` (the
 //! writer is in its write), `DEAD` (the connection ended; never granted again). A write the
@@ -22,8 +29,8 @@
 //! which writes it before anything else.
 
 use std::os::unix::io::RawFd;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::msg::Msg;
 
@@ -40,13 +47,13 @@ const DIRECT_MAX_FRAMES: usize = 16;
 /// 0: not decided yet, 1: on, 2: off.
 static ENABLED: AtomicU8 = AtomicU8::new(0);
 
-/// Whether direct sends are on (first call reads `RZMQ_DIRECT`; `1` turns them on).
+/// Whether direct sends are on (first call reads `RZMQ_DIRECT`; `0` turns them off).
 pub fn enabled() -> bool {
     match ENABLED.load(Ordering::Relaxed) {
         1 => true,
         2 => false,
         _ => {
-            let on = std::env::var("RZMQ_DIRECT").is_ok_and(|v| v == "1");
+            let on = std::env::var("RZMQ_DIRECT").map_or(true, |v| v != "0");
             let _ = ENABLED.compare_exchange(
                 0,
                 if on { 1 } else { 2 },
@@ -65,6 +72,12 @@ pub fn set_enabled(on: bool) {
 
 static SENT: AtomicU64 = AtomicU64::new(0);
 static PARTIAL: AtomicU64 = AtomicU64::new(0);
+static IO_BUSY: AtomicU64 = AtomicU64::new(0);
+
+/// Direct send attempts that found output granted but the I/O thread busy, so queued instead.
+pub fn busy_refusals() -> u64 {
+    IO_BUSY.load(Ordering::Relaxed)
+}
 
 /// Messages sent directly in this process, and how many of them the kernel took only in part
 /// (for tests and diagnostics).
@@ -91,15 +104,20 @@ pub struct DirectTx {
     fd: RawFd,
     state: AtomicU8,
     leftover: Mutex<Vec<u8>>,
+    /// The I/O thread's unfinished work (commands queued or running, a batch of readiness
+    /// events in hand); a direct send goes only when it is zero.
+    io_work: Arc<AtomicUsize>,
 }
 
 impl DirectTx {
-    /// Output of the stream `fd`, owned by the I/O thread.
-    pub fn new(fd: RawFd) -> DirectTx {
+    /// Output of the stream `fd`, owned by the I/O thread whose unfinished work `io_work`
+    /// counts.
+    pub fn new(fd: RawFd, io_work: Arc<AtomicUsize>) -> DirectTx {
         DirectTx {
             fd,
             state: AtomicU8::new(IO),
             leftover: Mutex::new(Vec::new()),
+            io_work,
         }
     }
 
@@ -182,6 +200,13 @@ impl DirectTx {
         }
         if !idle() {
             // Messages wait in the pipe: they go first, through the I/O thread.
+            self.state.store(GRANTED, Ordering::Release);
+            return Sent::NotNow;
+        }
+        if self.io_work.load(Ordering::SeqCst) != 0 {
+            // The I/O thread has work in hand, maybe this thread's earlier sends on other
+            // sockets: they reach the wire first, as they would through the I/O thread.
+            IO_BUSY.fetch_add(1, Ordering::Relaxed);
             self.state.store(GRANTED, Ordering::Release);
             return Sent::NotNow;
         }
@@ -280,7 +305,7 @@ mod tests {
     #[test]
     fn writes_framed_messages_only_when_granted_and_idle() {
         let (a, mut b) = UnixStream::pair().unwrap();
-        let d = DirectTx::new(a.as_raw_fd());
+        let d = DirectTx::new(a.as_raw_fd(), Arc::new(AtomicUsize::new(0)));
         assert_eq!(d.try_send(&[], &msg(b"x", false), || true), Sent::NotNow);
         d.grant();
         assert_eq!(d.try_send(&[], &msg(b"x", false), || false), Sent::NotNow);
@@ -305,7 +330,7 @@ mod tests {
     fn a_partial_write_leaves_the_rest_in_order() {
         let (a, mut b) = UnixStream::pair().unwrap();
         a.set_nonblocking(true).unwrap();
-        let d = DirectTx::new(a.as_raw_fd());
+        let d = DirectTx::new(a.as_raw_fd(), Arc::new(AtomicUsize::new(0)));
         // Fill the socket buffer until a message goes only partly (or not at all).
         let body = vec![0x5Au8; DIRECT_MAX_BYTES - 16];
         let mut sent_whole = 0usize;

@@ -13,6 +13,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -66,17 +67,29 @@ enum IoCmd {
 struct IoShared {
     mailbox: crate::signal::Mailbox<IoCmd>,
     next_token: std::sync::atomic::AtomicU64,
+    /// Commands sent and not yet carried out, plus one while a session moves messages from a
+    /// pipe to its connection: while non-zero, direct sends wait their turn (see
+    /// [`crate::direct`]).
+    work: Arc<AtomicUsize>,
+}
+
+impl IoShared {
+    /// Queues a command; it counts as unfinished work until the I/O thread has carried it out.
+    fn send(&self, cmd: IoCmd) {
+        self.work.fetch_add(1, Ordering::SeqCst);
+        self.mailbox.send(cmd);
+    }
 }
 
 impl Notify for IoShared {
     fn activate_read(&self, token: u64) {
-        self.mailbox.send(IoCmd::Pipe(token));
+        self.send(IoCmd::Pipe(token));
     }
     fn activate_write(&self, token: u64) {
-        self.mailbox.send(IoCmd::Pipe(token));
+        self.send(IoCmd::Pipe(token));
     }
     fn pipe_closed(&self, token: u64) {
-        self.mailbox.send(IoCmd::Pipe(token));
+        self.send(IoCmd::Pipe(token));
     }
 }
 
@@ -91,6 +104,7 @@ impl IoThread {
         let shared = Arc::new(IoShared {
             mailbox: crate::signal::Mailbox::new()?,
             next_token: std::sync::atomic::AtomicU64::new(1),
+            work: Arc::new(AtomicUsize::new(0)),
         });
         let poll = Poll::new().map_err(Error::from)?;
         let s2 = shared.clone();
@@ -119,7 +133,7 @@ impl IoThread {
     }
 
     pub fn shutdown(&self) {
-        self.shared.mailbox.send(IoCmd::Shutdown);
+        self.shared.send(IoCmd::Shutdown);
     }
 
     pub fn join(&self) {
@@ -172,13 +186,13 @@ pub(crate) struct IoHandle {
 impl IoHandle {
     /// Closes the listener or session now.
     pub fn close(self) {
-        self.shared.mailbox.send(IoCmd::Close(self.token, true));
+        self.shared.send(IoCmd::Close(self.token, true));
     }
 
     /// Closes a listener whose CLOSED event the socket already raised (socket close: the
     /// monitor stops before the I/O thread gets here).
     pub fn close_quiet(self) {
-        self.shared.mailbox.send(IoCmd::Close(self.token, false));
+        self.shared.send(IoCmd::Close(self.token, false));
     }
 
     /// The listener's fd, for monitor events (-1 for sessions).
@@ -187,7 +201,7 @@ impl IoHandle {
     }
     /// The socket closed: the session delivers what is queued (LINGER) and then ends.
     pub fn socket_closed(self) {
-        self.shared.mailbox.send(IoCmd::SocketClosed(self.token));
+        self.shared.send(IoCmd::SocketClosed(self.token));
     }
 }
 
@@ -328,7 +342,6 @@ pub(crate) fn bind(ctx: &CtxInner, ep: &Endpoint, setup: ConnSetup) -> Result<(I
         rdma_required,
     };
     io.shared
-        .mailbox
         .send(IoCmd::AddListener(Box::new(listener), token));
     Ok((io.handle(token, fd), resolved))
 }
@@ -386,9 +399,7 @@ pub(crate) fn connect(
         direct: None,
         last_moved: 0,
     };
-    io.shared
-        .mailbox
-        .send(IoCmd::AddSession(Box::new(session), token));
+    io.shared.send(IoCmd::AddSession(Box::new(session), token));
     Ok(io.handle(token, -1))
 }
 
@@ -489,15 +500,15 @@ struct Session {
     last_moved: usize,
 }
 
-/// Whether direct sends are on: `RZMQ_DIRECT=1` or [`crate::direct::set_enabled`]; off by
-/// default (see the known problem in [`crate::direct`]).
+/// Whether direct sends are on: by default; `RZMQ_DIRECT=0` or [`crate::direct::set_enabled`]
+/// turns them off.
 fn direct_enabled() -> bool {
     crate::direct::enabled()
 }
 
 impl Session {
     /// Grants the connection's output to the pipe's writer when the connection is idle.
-    fn direct_grant(&mut self) {
+    fn direct_grant(&mut self, r: &Reactor) {
         let (Some(e), Some(p)) = (self.engine.as_ref(), self.pipe.as_ref()) else {
             return;
         };
@@ -516,7 +527,7 @@ impl Session {
         let d = match &self.direct {
             Some(d) => d.clone(),
             None => {
-                let d = Arc::new(DirectTx::new(fd));
+                let d = Arc::new(DirectTx::new(fd, r.shared.work.clone()));
                 if let Some(p) = self.pipe.as_ref() {
                     p.from_socket.set_direct(Some(d.clone()));
                 }
@@ -592,6 +603,7 @@ impl Reactor {
             self.shared.mailbox.begin_drain();
             while let Some(cmd) = self.shared.mailbox.try_recv() {
                 self.command(cmd);
+                self.shared.work.fetch_sub(1, Ordering::SeqCst);
             }
             if self.shutting_down && self.objects.is_empty() {
                 return;
@@ -1497,7 +1509,7 @@ impl Session {
         // Output is granted when input arrives (a reply), before it is delivered: an
         // application woken by it sends its next request itself, without waiting for this turn
         // to end. Streams of sends with nothing coming back keep the I/O thread's batching.
-        self.direct_grant();
+        self.direct_grant(r);
         let now = Instant::now();
         let mut newly_ready: Option<zmtp::Peer> = None;
         let progress = {
@@ -1651,9 +1663,14 @@ impl Session {
                 return Some(m);
             }
         };
-        match engine.on_writable(&mut next) {
+        // Messages this pass takes may have been sent before a direct send on another
+        // connection of this thread: that one waits until they are written.
+        r.shared.work.fetch_add(1, Ordering::SeqCst);
+        let progress = engine.on_writable(&mut next);
+        r.shared.work.fetch_sub(1, Ordering::SeqCst);
+        match progress {
             Progress::Open => {
-                let _ = (r, token);
+                let _ = token;
                 None
             }
             Progress::Closed(c) => Some(self.broken(r, token, c)),

@@ -8,7 +8,7 @@ use rzmq_tests::{ipc_endpoint, payload, TIMEOUT_MS};
 use std::time::Duration;
 
 fn sock(ctx: &Context, ty: SocketType) -> Socket {
-    // Off by default (see rzmq_core::direct); these tests are about the path itself.
+    // On by default unless RZMQ_DIRECT=0; these tests are about the path itself.
     rzmq_core::direct::set_enabled(true);
     let mut s = ctx.socket(ty).unwrap();
     s.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
@@ -158,4 +158,74 @@ fn libzmq_peer_reads_direct_sends() {
     server.join().unwrap();
     let sent = rzmq_core::direct::stats().0 - before;
     assert!(sent >= 100, "only {sent} messages went directly");
+}
+
+/// A direct send must not overtake what the same thread queued just before on another socket
+/// of the same context. pyzmq's monitored-queue test relies on this: the SUB side's
+/// subscription (queued by its first call after the connection came up) must reach the PUB
+/// before the message the same thread sends next, by way of a relay thread, to that PUB. In
+/// libzmq both go through the one I/O thread in order; a direct send that went while that
+/// thread still had the subscription in hand lost the race about 4 rounds in 10.
+#[test]
+fn direct_send_does_not_overtake_earlier_sends_on_other_sockets() {
+    for round in 0..10u8 {
+        let ctx = Context::new();
+        let relay_ctx = Context::new();
+        let mut alice = sock(&ctx, SocketType::Pair);
+        alice.bind("tcp://127.0.0.1:*").unwrap();
+        let mut bob = sock(&ctx, SocketType::Pair);
+        bob.bind("tcp://127.0.0.1:*").unwrap();
+        let mut mon = sock(&ctx, SocketType::Sub);
+        mon.bind("tcp://127.0.0.1:*").unwrap();
+        mon.subscribe(b"").unwrap();
+        let eps = [
+            alice.last_endpoint().to_string(),
+            bob.last_endpoint().to_string(),
+            mon.last_endpoint().to_string(),
+        ];
+        let relay = {
+            let mut input = sock(&relay_ctx, SocketType::Pair);
+            let mut out = sock(&relay_ctx, SocketType::Pair);
+            let mut copy = sock(&relay_ctx, SocketType::Pub);
+            input.connect(&eps[0]).unwrap();
+            out.connect(&eps[1]).unwrap();
+            copy.connect(&eps[2]).unwrap();
+            std::thread::spawn(move || {
+                for _ in 0..2 {
+                    let m: Vec<Vec<u8>> = input
+                        .recv_multipart(0)
+                        .unwrap()
+                        .into_iter()
+                        .map(|m| m.data().to_vec())
+                        .collect();
+                    send(&mut out, &m);
+                    let mut tagged = vec![b"in".to_vec()];
+                    tagged.extend(m);
+                    send(&mut copy, &tagged);
+                }
+                (input, out, copy)
+            })
+        };
+        // Every connection comes up while the test's sockets are left alone, so `mon` attaches
+        // its pipe, and sends its subscription, only on its next call.
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            mon.recv_msg(rzmq_core::DONTWAIT).is_err(),
+            "nothing was sent yet"
+        );
+        let first = vec![b"hello".to_vec(), vec![round]];
+        let second = vec![b"again".to_vec(), vec![round]];
+        send(&mut alice, &first);
+        send(&mut alice, &second);
+        assert_eq!(recv(&mut bob), first);
+        assert_eq!(recv(&mut bob), second);
+        let mut tagged = vec![b"in".to_vec()];
+        tagged.extend(first);
+        assert_eq!(
+            recv(&mut mon),
+            tagged,
+            "round {round}: the first copy was lost"
+        );
+        drop(relay.join().unwrap());
+    }
 }
