@@ -72,12 +72,6 @@ pub fn set_enabled(on: bool) {
 
 static SENT: AtomicU64 = AtomicU64::new(0);
 static PARTIAL: AtomicU64 = AtomicU64::new(0);
-static IO_BUSY: AtomicU64 = AtomicU64::new(0);
-
-/// Direct send attempts that found output granted but the I/O thread busy, so queued instead.
-pub fn busy_refusals() -> u64 {
-    IO_BUSY.load(Ordering::Relaxed)
-}
 
 /// Messages sent directly in this process, and how many of them the kernel took only in part
 /// (for tests and diagnostics).
@@ -104,8 +98,8 @@ pub struct DirectTx {
     fd: RawFd,
     state: AtomicU8,
     leftover: Mutex<Vec<u8>>,
-    /// The I/O thread's unfinished work (commands queued or running, a batch of readiness
-    /// events in hand); a direct send goes only when it is zero.
+    /// The I/O thread's unfinished work (commands queued or running, a pipe being drained onto
+    /// a connection); a direct send goes only when it is zero.
     io_work: Arc<AtomicUsize>,
 }
 
@@ -206,7 +200,6 @@ impl DirectTx {
         if self.io_work.load(Ordering::SeqCst) != 0 {
             // The I/O thread has work in hand, maybe this thread's earlier sends on other
             // sockets: they reach the wire first, as they would through the I/O thread.
-            IO_BUSY.fetch_add(1, Ordering::Relaxed);
             self.state.store(GRANTED, Ordering::Release);
             return Sent::NotNow;
         }
