@@ -639,6 +639,7 @@ impl Engine {
         now: Instant,
         alt_only: bool,
         deliver: &mut dyn FnMut(zmtp::Event) -> Option<Msg>,
+        flush: &mut dyn FnMut(),
     ) -> Progress {
         if let Some(m) = self.stalled.take() {
             if let Some(back) = deliver(zmtp::Event::Message(m)) {
@@ -705,6 +706,8 @@ impl Engine {
                     if drained {
                         return Progress::Open;
                     }
+                    // More reads follow: let the application start on this one's messages.
+                    flush();
                     budget = budget.saturating_sub(n);
                     if budget == 0 {
                         self.read_pending = true;

@@ -147,6 +147,7 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
             conflate,
             direct: None,
             direct_gen: 0,
+            unwoken: false,
         },
         Reader {
             shared,
@@ -178,6 +179,8 @@ pub struct Writer {
     /// The connection output last read from `Shared::direct`, as of `direct_gen`.
     direct: Option<Arc<DirectTx>>,
     direct_gen: u64,
+    /// Messages were written with [`Writer::write_deferred`] and the reader not woken yet.
+    unwoken: bool,
 }
 
 /// Why a write was refused.
@@ -237,22 +240,62 @@ impl Writer {
     /// Writes one frame after a successful [`Writer::check_write`]. Frames with MORE are held
     /// until the message's last frame, so the reader sees whole messages only.
     pub fn write(&mut self, msg: Msg) {
+        if self.write_inner(msg) {
+            self.wake_reader();
+        }
+    }
+
+    /// As [`Writer::write`], but an idle reader is woken only by the next [`Writer::flush`] (or
+    /// the next plain write): an I/O thread delivering a whole read's worth of messages wakes
+    /// the application once per read, not once per message the application catches up with.
+    #[inline]
+    pub fn write_deferred(&mut self, msg: Msg) {
+        if self.write_inner(msg) {
+            self.unwoken = true;
+        }
+    }
+
+    /// As [`Writer::try_write`], with the wake-up deferred as in [`Writer::write_deferred`].
+    #[inline]
+    pub fn try_write_deferred(&mut self, msg: Msg) -> Result<(), (Msg, WriteError)> {
+        match self.check_write() {
+            Ok(()) => {
+                self.write_deferred(msg);
+                Ok(())
+            }
+            Err(e) => Err((msg, e)),
+        }
+    }
+
+    /// Wakes the reader for messages written by [`Writer::write_deferred`], if it is idle.
+    #[inline]
+    pub fn flush(&mut self) {
+        if self.unwoken {
+            self.unwoken = false;
+            self.wake_reader();
+        }
+    }
+
+    /// Queues the frame; true when a whole message became visible and the reader may need
+    /// waking.
+    #[inline]
+    fn write_inner(&mut self, msg: Msg) -> bool {
         if msg.more() {
             self.pending.push(msg);
-            return;
+            return false;
         }
         if !self.conflate && self.shared.direct_gen.load(Ordering::Relaxed) != 0 {
             match self.try_direct(&msg) {
                 Sent::NotNow => {}
                 Sent::Done => {
                     self.pending.clear();
-                    return;
+                    return false;
                 }
                 Sent::HandedOver => {
                     self.pending.clear();
                     self.shared
                         .notify_reader(|t| t.notify.activate_read(t.token));
-                    return;
+                    return false;
                 }
             }
         }
@@ -271,7 +314,7 @@ impl Writer {
             self.q.push(item);
         }
         self.written += 1;
-        self.wake_reader();
+        true
     }
 
     /// Writes a frame if there is room, handing it back otherwise.
@@ -355,6 +398,7 @@ impl Writer {
         if self.closed {
             return;
         }
+        self.flush();
         self.closed = true;
         self.pending.clear();
         self.shared.writer_closed.store(true, Ordering::SeqCst);

@@ -1514,7 +1514,8 @@ impl Session {
         let mut newly_ready: Option<zmtp::Peer> = None;
         let progress = {
             let engine = self.engine.as_mut()?;
-            let pipe = &mut self.pipe;
+            // Both callbacks below write to the pipe; the engine never runs them together.
+            let pipe = std::cell::RefCell::new(&mut self.pipe);
             let mut deliver = |ev: zmtp::Event| -> Option<Msg> {
                 match ev {
                     zmtp::Event::Ready(peer) => {
@@ -1523,8 +1524,8 @@ impl Session {
                     }
                     // Upgrade commands are the engine's; none reach here.
                     zmtp::Event::Command(_) => None,
-                    zmtp::Event::Message(m) => match pipe.as_mut() {
-                        Some(p) => match p.to_socket.try_write(m) {
+                    zmtp::Event::Message(m) => match pipe.borrow_mut().as_mut() {
+                        Some(p) => match p.to_socket.try_write_deferred(m) {
                             Ok(()) => None,
                             Err((_, WriteError::Closed)) => None,
                             Err((m, WriteError::Full)) => Some(m),
@@ -1534,7 +1535,13 @@ impl Session {
                     },
                 }
             };
-            let p = engine.on_readable(now, alt_only, &mut deliver);
+            let mut flush = || {
+                if let Some(p) = pipe.borrow_mut().as_mut() {
+                    p.to_socket.flush();
+                }
+            };
+            let p = engine.on_readable(now, alt_only, &mut deliver, &mut flush);
+            flush();
             if let Some(peer) = newly_ready.take() {
                 // Handshake finished mid-read: attach, then go on delivering.
                 Some((p, Some(peer)))
