@@ -4,6 +4,8 @@
 //! attaches, and the metadata of the connection it arrived on. The bytes are held one of three ways:
 //! - inline, for frames of up to [`INLINE_CAP`] bytes (no allocation);
 //! - shared, a reference-counted [`Buffer`] (slices of it are cheap; PUB fan-out clones the handle);
+//! - a slice of a decoder's receive buffer ([`RecvBuf`]), whose references the decoder takes in
+//!   bulk, so slicing a frame off it costs the I/O thread no atomic operation;
 //! - external, a caller's buffer plus a release callback (`zmq_msg_init_data`), which is a shared
 //!   buffer whose owner runs the callback exactly once, when the last handle is dropped, on whichever
 //!   thread drops it. The callback may re-enter rzmq.
@@ -12,6 +14,8 @@
 //! self-reference, so the C ABI may keep it inside a `zmq_msg_t` and move it with memcpy.
 
 use std::fmt;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Largest frame kept inline in the message itself.
@@ -132,6 +136,166 @@ impl Drop for Buffer {
     }
 }
 
+/// The shared part of a receive buffer: its count of handles and its storage.
+struct RecvInner {
+    refs: AtomicUsize,
+    buf: Buffer,
+}
+
+/// One counted handle on a receive buffer (held by frames sliced from it).
+struct RecvRef(NonNull<RecvInner>);
+
+// SAFETY: the bytes behind a RecvRef are written only by a RecvBuf that holds the sole reference
+// (checked on its count); otherwise they are only read. The count is atomic and the storage is
+// freed by whichever thread drops the last reference (Buffer is Send + Sync).
+unsafe impl Send for RecvRef {}
+// SAFETY: as above: shared handles only read.
+unsafe impl Sync for RecvRef {}
+
+/// Counts above this abort, as `Arc` does: a leak of references, never reached in practice.
+const MAX_REFS: usize = isize::MAX as usize;
+
+impl RecvRef {
+    fn inner(&self) -> &RecvInner {
+        // SAFETY: the pointer stays valid while any reference (this one) is counted.
+        unsafe { self.0.as_ref() }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.inner().buf.as_slice()
+    }
+}
+
+impl Clone for RecvRef {
+    fn clone(&self) -> RecvRef {
+        // Relaxed as in Arc::clone: a new reference is made from an existing one.
+        if self.inner().refs.fetch_add(1, Ordering::Relaxed) > MAX_REFS {
+            std::process::abort();
+        }
+        RecvRef(self.0)
+    }
+}
+
+impl Drop for RecvRef {
+    fn drop(&mut self) {
+        if self.inner().refs.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        // Every other reference's use happens before the storage goes (as in Arc::drop).
+        fence(Ordering::Acquire);
+        // SAFETY: this was the last reference; the pointer came from Box::into_raw in RecvBuf::new.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
+/// How many references a [`RecvBuf`] takes from the count at once.
+const RECV_REF_BATCH: usize = 1024;
+
+/// A decoder's receive buffer. Frames are sliced from it as [`Msg`]s sharing its storage; the
+/// buffer takes references from the shared count in batches of [`RECV_REF_BATCH`], so a slice
+/// costs no atomic operation and the application thread's drops (one atomic decrement each) do
+/// not contend with the I/O thread for the count's cache line on every frame.
+pub struct RecvBuf {
+    own: RecvRef,
+    /// References counted in `refs` but not handed out yet (besides `own`).
+    credit: usize,
+}
+
+impl RecvBuf {
+    /// A receive buffer of `len` bytes; from the pool at [`crate::pool::POOL_MIN`] and above, where
+    /// its bytes are stale (only bytes read into it may ever be exposed).
+    pub fn new(len: usize) -> RecvBuf {
+        let buf = if len >= crate::pool::POOL_MIN {
+            let (data, _) = crate::pool::take(len);
+            Buffer::from_pooled(data, len)
+        } else {
+            Buffer::from_boxed(vec![0u8; len].into_boxed_slice())
+        };
+        let inner = Box::new(RecvInner {
+            refs: AtomicUsize::new(1),
+            buf,
+        });
+        RecvBuf {
+            own: RecvRef(NonNull::from(Box::leak(inner))),
+            credit: 0,
+        }
+    }
+
+    /// The whole buffer.
+    pub fn bytes(&self) -> &[u8] {
+        self.own.bytes()
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.own.inner().buf.len()
+    }
+
+    /// True for a zero-length buffer.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The whole buffer, writable, when no frame sliced from it is alive.
+    pub fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+        // Acquire: the frames' drops (Release) happen before we write over their bytes.
+        if self.own.inner().refs.load(Ordering::Acquire) != 1 + self.credit {
+            return None;
+        }
+        let b = &self.own.inner().buf;
+        if b.len == 0 {
+            return Some(&mut []);
+        }
+        // SAFETY: no other reference exists (the count is ours alone) and `&mut self` excludes
+        // our own readers; ptr is valid for len bytes while the buffer lives.
+        Some(unsafe { std::slice::from_raw_parts_mut(b.ptr, b.len) })
+    }
+
+    /// A frame of `len` bytes at `off`, sharing the storage (inline when it fits).
+    pub fn slice(&mut self, off: usize, len: usize) -> Msg {
+        let end = off.checked_add(len).expect("slice end overflows");
+        assert!(end <= self.len(), "slice outside receive buffer");
+        if len <= INLINE_CAP {
+            return Msg::copy_from(&self.bytes()[off..end]);
+        }
+        if self.credit == 0 {
+            if self
+                .own
+                .inner()
+                .refs
+                .fetch_add(RECV_REF_BATCH, Ordering::Relaxed)
+                > MAX_REFS
+            {
+                std::process::abort();
+            }
+            self.credit = RECV_REF_BATCH;
+        }
+        self.credit -= 1;
+        Msg {
+            // A reference taken from the credit counted above.
+            body: Body::Recv {
+                buf: RecvRef(self.own.0),
+                off,
+                len,
+            },
+            ..Msg::new()
+        }
+    }
+}
+
+impl Drop for RecvBuf {
+    fn drop(&mut self) {
+        // Give back the credit (`own` is still counted, so this never reaches zero); `own` then
+        // drops the buffer's own reference.
+        if self.credit > 0 {
+            self.own
+                .inner()
+                .refs
+                .fetch_sub(self.credit, Ordering::Release);
+        }
+    }
+}
+
 #[derive(Clone)]
 enum Body {
     Inline {
@@ -147,6 +311,12 @@ enum Body {
     /// A [`Buffer`]: a caller's memory with a release callback, or a taken-over `Vec`.
     Shared {
         buf: Arc<Buffer>,
+        off: usize,
+        len: usize,
+    },
+    /// A slice of a [`RecvBuf`].
+    Recv {
+        buf: RecvRef,
         off: usize,
         len: usize,
     },
@@ -362,6 +532,7 @@ impl Msg {
             Body::Inline { len, data } => &data[..*len as usize],
             Body::Owned { buf, off, len } => &buf[*off..*off + *len],
             Body::Shared { buf, off, len } => &buf.as_slice()[*off..*off + *len],
+            Body::Recv { buf, off, len } => &buf.bytes()[*off..*off + *len],
         }
     }
 
@@ -393,6 +564,14 @@ impl Msg {
                 },
                 ..Msg::new()
             },
+            Body::Recv { buf, off: o, .. } => Msg {
+                body: Body::Recv {
+                    buf: buf.clone(),
+                    off: o + off,
+                    len,
+                },
+                ..Msg::new()
+            },
         })
     }
 
@@ -409,6 +588,12 @@ impl Msg {
                 base: buf.as_ptr(),
                 capacity: buf.len(),
                 owners: Arc::strong_count(buf),
+            }),
+            // The count includes references its decoder holds in reserve.
+            Body::Recv { buf, .. } => Some(StorageInfo {
+                base: buf.bytes().as_ptr(),
+                capacity: buf.bytes().len(),
+                owners: buf.inner().refs.load(Ordering::Relaxed),
             }),
         }
     }
@@ -428,6 +613,20 @@ impl Msg {
                     return Some(&mut []);
                 }
                 // SAFETY: we are the unique owner of the buffer; ptr is valid for its len bytes.
+                let all = unsafe { std::slice::from_raw_parts_mut(b.ptr, b.len) };
+                Some(&mut all[o..o + l])
+            }
+            Body::Recv { buf, off, len } => {
+                // Acquire: other handles' drops happen before we write.
+                if buf.inner().refs.load(Ordering::Acquire) != 1 {
+                    return None;
+                }
+                let b = &buf.inner().buf;
+                let (o, l) = (*off, *len);
+                if l == 0 {
+                    return Some(&mut []);
+                }
+                // SAFETY: ours is the only reference to the buffer; ptr is valid for its len bytes.
                 let all = unsafe { std::slice::from_raw_parts_mut(b.ptr, b.len) };
                 Some(&mut all[o..o + l])
             }
@@ -451,6 +650,8 @@ impl Msg {
             }
             // SAFETY: off is within the buffer (checked at construction).
             Body::Shared { buf, off, .. } => unsafe { buf.ptr.add(*off) },
+            // SAFETY: off is within the buffer (checked at slicing).
+            Body::Recv { buf, off, .. } => unsafe { buf.inner().buf.ptr.add(*off) },
         }
     }
 
@@ -459,7 +660,7 @@ impl Msg {
     pub fn len(&self) -> usize {
         match &self.body {
             Body::Inline { len, .. } => *len as usize,
-            Body::Owned { len, .. } | Body::Shared { len, .. } => *len,
+            Body::Owned { len, .. } | Body::Shared { len, .. } | Body::Recv { len, .. } => *len,
         }
     }
 
@@ -472,7 +673,7 @@ impl Msg {
     /// The shared buffer behind this frame, if it is not inline (for zero-copy transports).
     pub fn buffer(&self) -> Option<(&Arc<Buffer>, usize)> {
         match &self.body {
-            Body::Inline { .. } | Body::Owned { .. } => None,
+            Body::Inline { .. } | Body::Owned { .. } | Body::Recv { .. } => None,
             Body::Shared { buf, off, .. } => Some((buf, *off)),
         }
     }
@@ -520,6 +721,9 @@ impl Msg {
             Body::Inline { .. } => false,
             Body::Owned { buf, .. } => self.flags & FLAG_SHARED != 0 || Arc::strong_count(buf) > 1,
             Body::Shared { buf, .. } => self.flags & FLAG_SHARED != 0 || Arc::strong_count(buf) > 1,
+            Body::Recv { buf, .. } => {
+                self.flags & FLAG_SHARED != 0 || buf.inner().refs.load(Ordering::Relaxed) > 1
+            }
         }
     }
 
@@ -685,5 +889,61 @@ mod tests {
         let mut m = Msg::new();
         m.set_metadata(Some(Arc::new(md)));
         assert_eq!(m.property("socket-type"), Some(&b"DEALER"[..]));
+    }
+
+    #[test]
+    fn recv_buf_slices_share_and_count_in_bulk() {
+        let mut b = RecvBuf::new(64 * 1024);
+        b.bytes_mut().unwrap()[..8].copy_from_slice(b"abcdefgh");
+        for (i, x) in b.bytes_mut().unwrap()[100..3000].iter_mut().enumerate() {
+            *x = i as u8;
+        }
+        // Inline frames copy; larger ones share the storage.
+        let small = b.slice(0, 8);
+        assert_eq!(small.data(), b"abcdefgh");
+        assert!(small.storage_info().is_none());
+        // More slices than one batch of references, so the credit is refilled.
+        let slices: Vec<Msg> = (0..RECV_REF_BATCH + 10).map(|_| b.slice(100, 64)).collect();
+        let base = b.bytes().as_ptr();
+        for m in &slices {
+            assert_eq!(m.data(), &b.bytes()[100..164]);
+            assert_eq!(m.storage_info().unwrap().base, base);
+            assert!(m.is_shared());
+        }
+        // Not writable while any slice lives, nor through a slice.
+        assert!(b.bytes_mut().is_none());
+        let mut one = slices[0].clone();
+        assert!(one.data_mut().is_none());
+        drop(slices);
+        assert!(b.bytes_mut().is_none(), "the clone still holds it");
+        drop(one);
+        assert!(
+            b.bytes_mut().is_some(),
+            "writable again once every slice is gone"
+        );
+    }
+
+    #[test]
+    fn recv_buf_outlived_by_its_slices_across_threads() {
+        let mut b = RecvBuf::new(1000);
+        for (i, x) in b.bytes_mut().unwrap().iter_mut().enumerate() {
+            *x = (i % 251) as u8;
+        }
+        let slices: Vec<Msg> = (0..500).map(|i| b.slice(i, 100)).collect();
+        drop(b);
+        let t = std::thread::spawn(move || {
+            let mut last = None;
+            for (i, m) in slices.into_iter().enumerate() {
+                let want: Vec<u8> = (i..i + 100).map(|j| (j % 251) as u8).collect();
+                assert_eq!(m.data(), &want[..]);
+                last = Some(m);
+            }
+            // The last handle is the only owner now: its bytes are writable.
+            let mut m = last.unwrap();
+            assert_eq!(m.storage_info().unwrap().owners, 1);
+            m.data_mut().unwrap()[0] = 7;
+            assert_eq!(m.data()[0], 7);
+        });
+        t.join().unwrap();
     }
 }

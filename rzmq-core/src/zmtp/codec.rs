@@ -5,10 +5,11 @@
 //! reserved and rejected), the body size in 1 byte (short) or 8 bytes big-endian (LONG), the body.
 //!
 //! Receiving: the engine reads into `Decoder::recv_buffer` and reports the count with
-//! `Decoder::received`. Small frames land in a reused 64 KiB batch buffer (a [`Msg`] holding a
-//! shared [`crate::msg::Buffer`]); frames up to [`INLINE_CAP`] bytes become inline messages, larger
-//! ones are copied out, or, when the batch is big, sliced out of the batch buffer without a copy (the
-//! batch buffer is then left to its slices and a fresh one is used). A frame larger than
+//! `Decoder::received`. Small frames land in a reused 64 KiB batch buffer (a
+//! [`crate::msg::RecvBuf`]); frames up to [`crate::msg::INLINE_CAP`] bytes become inline messages,
+//! larger ones are copied out, or, when the batch is big, sliced out of the batch buffer without a
+//! copy and without an atomic operation (the buffer takes its references in bulk; the batch buffer
+//! is then left to its slices and a fresh one is used). A frame larger than
 //! [`MAX_BATCH_FRAME`] that is not yet complete is read straight into its own body buffer, which
 //! grows as bytes arrive (at most [`DIRECT_EAGER`] ahead of them), so a peer claiming 2^63 bytes
 //! costs nothing.
@@ -22,7 +23,7 @@ use std::io::{self, IoSlice, Write};
 
 use super::curve::{Opener, Sealer};
 use super::error::ZmtpError;
-use crate::msg::{Buffer, Msg, INLINE_CAP};
+use crate::msg::{Buffer, Msg, RecvBuf};
 use std::sync::Arc;
 
 /// MORE flag: more frames of the same message follow.
@@ -55,7 +56,7 @@ const OUT_COMPACT_AFTER: usize = 64 * 1024;
 
 /// The reused receive buffer holding bytes not decoded yet in `start..end`.
 struct Batch {
-    chunk: Msg,
+    chunk: RecvBuf,
     start: usize,
     end: usize,
     slice: bool,
@@ -112,7 +113,7 @@ pub(crate) struct Decoder {
 impl Batch {
     fn new(size: usize) -> Batch {
         Batch {
-            chunk: Msg::with_size_recycled(size),
+            chunk: RecvBuf::new(size),
             start: 0,
             end: 0,
             slice: false,
@@ -120,14 +121,14 @@ impl Batch {
     }
 
     fn pending(&self) -> &[u8] {
-        self.chunk.data().get(self.start..self.end).unwrap_or(&[])
+        self.chunk.bytes().get(self.start..self.end).unwrap_or(&[])
     }
 
     /// Makes room at the end of the batch buffer and returns it.
     fn writable(&mut self) -> &mut [u8] {
         let cap = self.chunk.len();
         let pending = self.end - self.start;
-        let unique = self.chunk.data_mut().is_some();
+        let unique = self.chunk.bytes_mut().is_some();
         if !unique || (self.start == 0 && self.end == cap) {
             // Shared with messages sliced from it (it is immutable now), or full of undecoded
             // bytes (the engine has not drained events): continue in a fresh buffer.
@@ -137,10 +138,10 @@ impl Batch {
                 BATCH_SIZE.max(pending + MIN_READ_ROOM)
             };
             // Recycled storage: only bytes read into it are ever exposed.
-            let mut fresh = Msg::with_size_recycled(size);
+            let mut fresh = RecvBuf::new(size);
             if let (Some(dst), Some(src)) = (
-                fresh.data_mut(),
-                self.chunk.data().get(self.start..self.end),
+                fresh.bytes_mut(),
+                self.chunk.bytes().get(self.start..self.end),
             ) {
                 dst[..pending].copy_from_slice(src);
             }
@@ -151,14 +152,14 @@ impl Batch {
             self.start = 0;
             self.end = 0;
         } else if cap - self.end < MIN_READ_ROOM && self.start > 0 {
-            if let Some(d) = self.chunk.data_mut() {
+            if let Some(d) = self.chunk.bytes_mut() {
                 d.copy_within(self.start..self.end, 0);
             }
             self.start = 0;
             self.end = pending;
         }
         let end = self.end;
-        match self.chunk.data_mut() {
+        match self.chunk.bytes_mut() {
             Some(d) => &mut d[end..],
             None => &mut [],
         }
@@ -174,13 +175,11 @@ impl Batch {
     }
 
     /// A message holding `len` bytes at `off` of the batch buffer.
-    fn body(&self, off: usize, len: usize) -> Msg {
-        if len > INLINE_CAP && self.slice {
-            if let Some(m) = self.chunk.slice(off, len) {
-                return m;
-            }
+    fn body(&mut self, off: usize, len: usize) -> Msg {
+        if self.slice {
+            return self.chunk.slice(off, len);
         }
-        Msg::copy_from(self.chunk.data().get(off..off + len).unwrap_or(&[]))
+        Msg::copy_from(self.chunk.bytes().get(off..off + len).unwrap_or(&[]))
     }
 }
 
