@@ -161,9 +161,10 @@ pub unsafe extern "C" fn zmq_msg_init(msg: *mut zmq_msg_t) -> c_int {
     call(|| unsafe { init_with(msg, Msg::new()) })
 }
 
-/// Initialises a message of `size` bytes for the caller to fill: zeroed below
-/// `rzmq_core::pool::POOL_MIN`; larger ones may reuse storage of dropped messages without clearing
-/// it, as libzmq's `malloc` does; sizes above the pool are allocated fallibly (ENOMEM).
+/// Initialises a message of `size` bytes for the caller to fill. Its bytes are unspecified, as
+/// with libzmq's `malloc`: inline frames are zeroed, larger ones may reuse storage of dropped
+/// messages without clearing it (`rzmq_core::small` below `rzmq_core::pool::POOL_MIN`, the pool up
+/// to `POOL_MAX`); sizes above the pool are allocated fallibly (ENOMEM).
 ///
 /// # Safety
 /// As [`zmq_msg_init`].
@@ -173,10 +174,7 @@ pub unsafe extern "C" fn zmq_msg_init_size(msg: *mut zmq_msg_t, size: usize) -> 
         if !aligned(msg) {
             return Err(Error::Fault);
         }
-        let m = if size < rzmq_core::pool::POOL_MIN {
-            // One allocation for refcount and bytes.
-            Msg::with_size(size)
-        } else if size <= rzmq_core::pool::POOL_MAX {
+        let m = if size <= rzmq_core::pool::POOL_MAX {
             Msg::with_size_recycled(size)
         } else {
             Msg::from_vec(alloc_zeroed(size)?)

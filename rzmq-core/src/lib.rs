@@ -34,6 +34,7 @@ pub mod pool;
 
 pub mod proxy;
 pub mod signal;
+pub mod small;
 
 pub mod socket;
 pub mod socks;

@@ -14,6 +14,7 @@
 //! self-reference, so the C ABI may keep it inside a `zmq_msg_t` and move it with memcpy.
 
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -302,9 +303,10 @@ enum Body {
         len: u8,
         data: [u8; INLINE_CAP],
     },
-    /// Bytes rzmq allocated: refcount and data in one allocation.
+    /// Bytes rzmq allocated: refcount and data in one allocation (dropped by `Body::drop`, which
+    /// hands storage of a small class back to [`crate::small`]).
     Owned {
-        buf: Arc<[u8]>,
+        buf: ManuallyDrop<Arc<[u8]>>,
         off: usize,
         len: usize,
     },
@@ -320,6 +322,17 @@ enum Body {
         off: usize,
         len: usize,
     },
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        if let Body::Owned { buf, .. } = self {
+            // SAFETY: the body is being dropped; `buf` is taken out exactly once and never used
+            // again.
+            let buf = unsafe { ManuallyDrop::take(buf) };
+            crate::small::give(buf);
+        }
+    }
 }
 
 /// Where a frame's bytes live (for zero-copy transports and tests).
@@ -444,8 +457,16 @@ impl Msg {
                 len,
             )
         } else {
-            // One zeroed allocation for refcount and bytes.
-            Msg::owned(zeroed_arc(len))
+            // One allocation for refcount and bytes, cached storage cleared.
+            match crate::small::take(len) {
+                Some(mut buf) => {
+                    if let Some(b) = Arc::get_mut(&mut buf) {
+                        b[..len].fill(0);
+                    }
+                    Msg::owned(buf, len)
+                }
+                None => Msg::owned(zeroed_arc(crate::small::capacity_for(len)), len),
+            }
         }
     }
 
@@ -457,15 +478,25 @@ impl Msg {
             // Above POOL_MAX: a fresh mapping, zero without clearing.
             let (data, _) = crate::pool::take(len);
             Msg::from_buffer(Arc::new(Buffer::from_pooled(data, len)), 0, len)
+        } else if len > INLINE_CAP {
+            match crate::small::take(len) {
+                Some(buf) => Msg::owned(buf, len),
+                None => Msg::owned(zeroed_arc(crate::small::capacity_for(len)), len),
+            }
         } else {
             Msg::with_size(len)
         }
     }
 
-    fn owned(buf: Arc<[u8]>) -> Msg {
-        let len = buf.len();
+    /// A frame of the first `len` bytes of `buf`.
+    fn owned(buf: Arc<[u8]>, len: usize) -> Msg {
+        debug_assert!(len <= buf.len());
         Msg {
-            body: Body::Owned { buf, off: 0, len },
+            body: Body::Owned {
+                buf: ManuallyDrop::new(buf),
+                off: 0,
+                len,
+            },
             ..Msg::new()
         }
     }
@@ -483,7 +514,20 @@ impl Msg {
                 ..Msg::new()
             }
         } else {
-            Msg::owned(Arc::from(data))
+            let len = data.len();
+            let mut buf = match crate::small::take(len) {
+                Some(buf) => buf,
+                None if len <= crate::small::SMALL_MAX => {
+                    zeroed_arc(crate::small::capacity_for(len))
+                }
+                None => return Msg::owned(Arc::from(data), len),
+            };
+            match Arc::get_mut(&mut buf) {
+                Some(b) => b[..len].copy_from_slice(data),
+                // Unreachable: cached and fresh storage are unique.
+                None => return Msg::owned(Arc::from(data), len),
+            }
+            Msg::owned(buf, len)
         }
     }
 

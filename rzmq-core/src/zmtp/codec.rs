@@ -645,8 +645,9 @@ mod tests {
         let (_, m) = d.next_frame().unwrap().unwrap();
         let b = m.storage_info().unwrap();
         assert_eq!(
-            b.capacity, 100,
-            "exact-size copy, not a slice of the batch buffer"
+            b.capacity,
+            crate::small::capacity_for(100),
+            "a copy in storage of its size class, not a slice of the batch buffer"
         );
     }
 

@@ -1,0 +1,201 @@
+//! Per-thread caches of small frame storage: the bodies of frames too big to be inline and too
+//! small for [`crate::pool`] (up to [`SMALL_MAX`] bytes).
+//!
+//! A frame is usually allocated on one thread (the application's `send`) and dropped on another
+//! (the I/O thread, once the frame is encoded), and the reverse on the receiving side. With the
+//! system allocator every such free takes the allocating thread's arena lock, which the
+//! allocating thread takes for its next frame at the same time: a contended lock per message.
+//! Here a dropped body whose storage nobody else shares goes to the dropping thread's cache of its
+//! size class: first to refill the thread's own free list, then into an outgoing batch that,
+//! once full, is handed to a global list per class under one lock. A thread whose free list is
+//! empty takes a whole batch from there. So storage crosses threads a batch at a time, with one
+//! lock per batch instead of one per frame.
+//!
+//! Sizes come in classes of a quarter octave from 64 bytes to [`SMALL_MAX`], so a body wastes
+//! less than a quarter of its storage. Everything is bounded: per thread and class one free list
+//! and one outgoing batch of [`BATCH_BYTES`], and globally [`GLOBAL_MAX_BYTES`] per class;
+//! storage beyond that goes back to the system allocator. Storage taken from a cache holds stale
+//! bytes of an earlier frame: callers that expose bytes not yet written clear them.
+
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex};
+
+/// The largest body cached here.
+pub const SMALL_MAX: usize = 16 * 1024;
+/// The smallest class.
+const MIN_CLASS: usize = 64;
+/// Classes: 64, then four per octave up to SMALL_MAX.
+const CLASSES: usize = 1 + 4 * (SMALL_MAX.trailing_zeros() - MIN_CLASS.trailing_zeros()) as usize;
+/// Bytes of storage per batch (and per thread-local free list) of a class.
+const BATCH_BYTES: usize = 64 * 1024;
+/// Bytes of storage the global list of a class may hold.
+const GLOBAL_MAX_BYTES: usize = 4 * 1024 * 1024;
+
+/// The class whose size is the smallest one holding `len` bytes; None above [`SMALL_MAX`].
+fn class_of(len: usize) -> Option<usize> {
+    if len > SMALL_MAX {
+        return None;
+    }
+    if len <= MIN_CLASS {
+        return Some(0);
+    }
+    // 2^k < len <= 2^(k+1); the octave above 2^k has four steps of 2^(k-2).
+    let k = (usize::BITS - 1 - (len - 1).leading_zeros()) as usize;
+    let step = 1usize << (k - 2);
+    let sub = (len - (1 << k)).div_ceil(step);
+    Some((k - MIN_CLASS.trailing_zeros() as usize) * 4 + sub)
+}
+
+/// The size of class `c`.
+fn class_size(c: usize) -> usize {
+    if c == 0 {
+        return MIN_CLASS;
+    }
+    let k = MIN_CLASS.trailing_zeros() as usize + (c - 1) / 4;
+    let sub = (c - 1) % 4 + 1;
+    (1 << k) + sub * (1 << (k - 2))
+}
+
+/// How many bodies of class `c` make a batch.
+fn batch_len(c: usize) -> usize {
+    (BATCH_BYTES / class_size(c)).clamp(4, 256)
+}
+
+/// The storage size a body of `len` bytes gets (`len` itself above [`SMALL_MAX`]).
+pub fn capacity_for(len: usize) -> usize {
+    class_of(len).map_or(len, class_size)
+}
+
+type Batch = Vec<Arc<[u8]>>;
+
+struct Local {
+    /// Storage this thread allocates from.
+    free: Vec<Batch>,
+    /// Storage this thread dropped beyond its free list, on its way to the global list.
+    out: Vec<Batch>,
+}
+
+thread_local! {
+    static LOCAL: RefCell<Local> = RefCell::new(Local {
+        free: (0..CLASSES).map(|_| Vec::new()).collect(),
+        out: (0..CLASSES).map(|_| Vec::new()).collect(),
+    });
+}
+
+static GLOBAL: [Mutex<Vec<Batch>>; CLASSES] = [const { Mutex::new(Vec::new()) }; CLASSES];
+
+/// Cached storage for a body of `len` bytes: unique, `capacity_for(len)` bytes long, holding
+/// stale bytes. None when the caches of its class are empty (or `len` is not cached).
+pub fn take(len: usize) -> Option<Arc<[u8]>> {
+    let c = class_of(len)?;
+    // try_with: during thread teardown the cache may be gone; then the allocator serves.
+    LOCAL
+        .try_with(|l| {
+            let mut l = l.borrow_mut();
+            if let Some(b) = l.free[c].pop() {
+                return Some(b);
+            }
+            let batch = GLOBAL[c].lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+            l.free[c] = batch;
+            l.free[c].pop()
+        })
+        .ok()
+        .flatten()
+}
+
+/// Takes back the storage of a dropped body. Storage shared with another handle, or not of a
+/// class size, is simply dropped.
+pub fn give(mut buf: Arc<[u8]>) {
+    let Some(c) = class_of(buf.len()) else {
+        return;
+    };
+    // Only storage exactly of its class size is reused, and only when no other handle exists
+    // (get_mut also orders the other handles' last uses before our reuse).
+    if class_size(c) != buf.len() || Arc::get_mut(&mut buf).is_none() {
+        return;
+    }
+    let _ = LOCAL.try_with(|l| {
+        let mut l = l.borrow_mut();
+        let n = batch_len(c);
+        if l.free[c].len() < n {
+            l.free[c].push(buf);
+            return;
+        }
+        l.out[c].push(buf);
+        if l.out[c].len() >= n {
+            let batch = std::mem::take(&mut l.out[c]);
+            let mut g = GLOBAL[c].lock().unwrap_or_else(|e| e.into_inner());
+            if g.len() * n * class_size(c) < GLOBAL_MAX_BYTES {
+                g.push(batch);
+            } else {
+                // Enough cached: this batch goes back to the allocator (after the lock).
+                drop(g);
+                drop(batch);
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_cover_every_size_tightly() {
+        assert_eq!(class_size(0), 64);
+        assert_eq!(class_size(CLASSES - 1), SMALL_MAX);
+        let mut last = 0;
+        for c in 0..CLASSES {
+            assert!(class_size(c) > last, "classes increase");
+            last = class_size(c);
+            assert_eq!(class_of(class_size(c)), Some(c));
+        }
+        for len in 1..=SMALL_MAX {
+            let c = class_of(len).unwrap();
+            let size = class_size(c);
+            assert!(size >= len, "{len} fits its class");
+            assert!(c == 0 || class_size(c - 1) < len, "{len}: smallest class");
+            assert!(len <= 64 || size * 4 <= len * 5, "{len}: within a quarter");
+        }
+        assert_eq!(class_of(SMALL_MAX + 1), None);
+        assert_eq!(capacity_for(SMALL_MAX + 1), SMALL_MAX + 1);
+    }
+
+    #[test]
+    fn storage_returns_to_its_class_and_crosses_threads_in_batches() {
+        // A size class no other test uses.
+        let len = 5000;
+        let cap = capacity_for(len);
+        let fresh = || -> Arc<[u8]> { vec![0u8; cap].into() };
+        // Dropped on this thread: reused by this thread.
+        let a = fresh();
+        let p = a.as_ptr();
+        give(a);
+        let b = take(len).expect("cached");
+        assert_eq!(b.as_ptr(), p);
+        // Shared storage is not cached.
+        let c = fresh();
+        let keep = c.clone();
+        give(c);
+        assert!(take(len).is_none());
+        drop((b, keep));
+        // Another thread drops more than its free list holds: full batches reach this one.
+        let n = batch_len(class_of(len).unwrap());
+        let sent: Vec<Arc<[u8]>> = (0..3 * n).map(|_| fresh()).collect();
+        let ptrs: std::collections::HashSet<usize> =
+            sent.iter().map(|b| b.as_ptr() as usize).collect();
+        std::thread::spawn(move || sent.into_iter().for_each(give))
+            .join()
+            .unwrap();
+        let mut got = 0;
+        while let Some(b) = take(len) {
+            assert!(ptrs.contains(&(b.as_ptr() as usize)));
+            assert_eq!(b.len(), cap);
+            got += 1;
+            drop(b);
+        }
+        // The other thread kept its free list (n) and handed over two full batches; it has
+        // exited, so its own list is gone.
+        assert_eq!(got, 2 * n);
+    }
+}
