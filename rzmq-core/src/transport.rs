@@ -1676,10 +1676,7 @@ impl Session {
         let progress = engine.on_writable(&mut next);
         r.shared.work.fetch_sub(1, Ordering::SeqCst);
         match progress {
-            Progress::Open => {
-                let _ = token;
-                None
-            }
+            Progress::Open => None,
             Progress::Closed(c) => Some(self.broken(r, token, c)),
         }
     }
