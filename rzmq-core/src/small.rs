@@ -13,11 +13,12 @@
 //!
 //! Sizes come in classes of a quarter octave from 64 bytes to [`SMALL_MAX`], so a body wastes
 //! less than a quarter of its storage. Everything is bounded: per thread and class one free list
-//! and one outgoing batch of [`BATCH_BYTES`], and globally [`GLOBAL_MAX_BYTES`] per class;
-//! storage beyond that goes back to the system allocator. Storage taken from a cache holds stale
+//! and one outgoing batch of [`BATCH_BYTES`], and globally [`GLOBAL_MAX_BYTES`] per class and
+//! [`GLOBAL_TOTAL_BYTES`] in all; storage beyond that goes back to the system allocator. Storage taken from a cache holds stale
 //! bytes of an earlier frame: callers that expose bytes not yet written clear them.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The largest body cached here.
@@ -30,6 +31,10 @@ const CLASSES: usize = 1 + 4 * (SMALL_MAX.trailing_zeros() - MIN_CLASS.trailing_
 const BATCH_BYTES: usize = 64 * 1024;
 /// Bytes of storage the global list of a class may hold.
 const GLOBAL_MAX_BYTES: usize = 4 * 1024 * 1024;
+/// Bytes of storage the global lists may hold in all.
+const GLOBAL_TOTAL_BYTES: usize = 16 * 1024 * 1024;
+/// What a cached body costs besides its bytes: the `Arc` counts and the allocator's header.
+const OVERHEAD: usize = 32;
 
 /// The class whose size is the smallest one holding `len` bytes; None above [`SMALL_MAX`].
 fn class_of(len: usize) -> Option<usize> {
@@ -83,6 +88,13 @@ thread_local! {
 }
 
 static GLOBAL: [Mutex<Vec<Batch>>; CLASSES] = [const { Mutex::new(Vec::new()) }; CLASSES];
+/// Bytes held by all global lists (OVERHEAD included).
+static GLOBAL_HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes a full batch of class `c` holds.
+fn batch_bytes(c: usize) -> usize {
+    batch_len(c) * (class_size(c) + OVERHEAD)
+}
 
 /// Cached storage for a body of `len` bytes: unique, `capacity_for(len)` bytes long, holding
 /// stale bytes. None when the caches of its class are empty (or `len` is not cached).
@@ -96,6 +108,7 @@ pub fn take(len: usize) -> Option<Arc<[u8]>> {
                 return Some(b);
             }
             let batch = GLOBAL[c].lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+            GLOBAL_HELD.fetch_sub(batch_bytes(c), Ordering::Relaxed);
             l.free[c] = batch;
             l.free[c].pop()
         })
@@ -124,8 +137,17 @@ pub fn give(mut buf: Arc<[u8]>) {
         l.out[c].push(buf);
         if l.out[c].len() >= n {
             let batch = std::mem::take(&mut l.out[c]);
+            let bytes = batch_bytes(c);
             let mut g = GLOBAL[c].lock().unwrap_or_else(|e| e.into_inner());
-            if g.len() * n * class_size(c) < GLOBAL_MAX_BYTES {
+            let fits_class = (g.len() + 1) * bytes <= GLOBAL_MAX_BYTES.max(bytes);
+            // Reserve room in the total, only if there is some.
+            if fits_class
+                && GLOBAL_HELD
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
+                        (h + bytes <= GLOBAL_TOTAL_BYTES).then_some(h + bytes)
+                    })
+                    .is_ok()
+            {
                 g.push(batch);
             } else {
                 // Enough cached: this batch goes back to the allocator (after the lock).
