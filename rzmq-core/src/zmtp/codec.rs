@@ -34,8 +34,13 @@ pub const FLAG_LONG: u8 = 0x02;
 pub const FLAG_COMMAND: u8 = 0x04;
 const FLAGS_KNOWN: u8 = FLAG_MORE | FLAG_LONG | FLAG_COMMAND;
 
-/// Size of the reused receive batch buffer.
+/// Size of the reused receive batch buffer (of a fresh one while reads do not fill it).
 pub const BATCH_SIZE: usize = 64 * 1024;
+/// Largest fresh batch buffer: a connection whose reads keep filling the buffer (a stream of
+/// messages waiting in the socket) doubles its next fresh buffer up to this, so it reads, wakes
+/// the application and allocates a buffer a quarter as often; one short read brings it back to
+/// [`BATCH_SIZE`], and an idle connection gives a large buffer back.
+pub const MAX_BATCH: usize = 256 * 1024;
 /// Largest body decoded from the batch buffer when it is not complete yet; larger bodies are read
 /// straight into their own buffer.
 pub const MAX_BATCH_FRAME: usize = 32 * 1024;
@@ -60,6 +65,10 @@ struct Batch {
     start: usize,
     end: usize,
     slice: bool,
+    /// Size of the next fresh buffer (BATCH_SIZE..=MAX_BATCH), following how full reads are.
+    next_size: usize,
+    /// Room the last `writable` offered.
+    room: usize,
 }
 
 /// A large frame body being read in place.
@@ -117,6 +126,8 @@ impl Batch {
             start: 0,
             end: 0,
             slice: false,
+            next_size: size,
+            room: 0,
         }
     }
 
@@ -135,7 +146,7 @@ impl Batch {
             let size = if unique {
                 cap.saturating_mul(2)
             } else {
-                BATCH_SIZE.max(pending + MIN_READ_ROOM)
+                self.next_size.max(pending + MIN_READ_ROOM)
             };
             // Recycled storage: only bytes read into it are ever exposed.
             let mut fresh = RecvBuf::new(size);
@@ -151,6 +162,10 @@ impl Batch {
         } else if self.start == self.end {
             self.start = 0;
             self.end = 0;
+            if cap > self.next_size {
+                // Reads stopped filling it: a smaller buffer will do (this one goes to the pool).
+                self.chunk = RecvBuf::new(self.next_size);
+            }
         } else if cap - self.end < MIN_READ_ROOM && self.start > 0 {
             if let Some(d) = self.chunk.bytes_mut() {
                 d.copy_within(self.start..self.end, 0);
@@ -159,10 +174,12 @@ impl Batch {
             self.end = pending;
         }
         let end = self.end;
-        match self.chunk.bytes_mut() {
+        let room = match self.chunk.bytes_mut() {
             Some(d) => &mut d[end..],
             None => &mut [],
-        }
+        };
+        self.room = room.len();
+        room
     }
 
     fn received(&mut self, n: usize) {
@@ -172,6 +189,12 @@ impl Batch {
         );
         self.end = (self.end + n).min(self.chunk.len());
         self.slice = self.end - self.start >= SLICE_MIN_BATCH;
+        if n == self.room {
+            // More may be waiting in the socket: read more at a time.
+            self.next_size = (self.next_size * 2).min(MAX_BATCH);
+        } else if n < self.room / 2 {
+            self.next_size = BATCH_SIZE;
+        }
     }
 
     /// A message holding `len` bytes at `off` of the batch buffer.
@@ -636,6 +659,48 @@ mod tests {
         for (i, m) in held.iter().enumerate() {
             assert_eq!(m.data(), &[i as u8; 100][..]);
         }
+    }
+
+    #[test]
+    fn batch_grows_while_reads_fill_it_and_shrinks_when_they_stop() {
+        // 100-byte frames (102 bytes on the wire) in a stream longer than any buffer.
+        let wire = encode(
+            &(0..20_000)
+                .map(|i| (0, vec![i as u8; 100]))
+                .collect::<Vec<_>>(),
+        );
+        let mut d = Decoder::new(-1);
+        let mut held = Vec::new();
+        let mut sizes = Vec::new();
+        let mut off = 0;
+        let mut got = 0;
+        while off < wire.len() {
+            // Each read fills what the decoder offers, as a socket with more waiting would.
+            let b = d.recv_buffer();
+            let n = b.len().min(wire.len() - off);
+            b[..n].copy_from_slice(&wire[off..off + n]);
+            d.received(n);
+            off += n;
+            sizes.push(d.allocated());
+            while let Some((_, m)) = d.next_frame().unwrap() {
+                assert_eq!(m.data(), &[got as u8; 100][..]);
+                got += 1;
+                // The application still holds the frames: every read needs a fresh buffer.
+                held.push(m);
+            }
+        }
+        assert_eq!(got, 20_000);
+        assert_eq!(sizes[0], BATCH_SIZE);
+        assert!(sizes.contains(&MAX_BATCH), "grew to MAX_BATCH: {sizes:?}");
+        assert!(sizes.iter().all(|&s| s <= MAX_BATCH + MIN_READ_ROOM));
+        // A short read: the next fresh buffer is small again, and once the frames are released an
+        // idle decoder gives its large buffer back.
+        feed(&mut d, &encode(&[(0, vec![7; 100])]));
+        let (_, m) = d.next_frame().unwrap().unwrap();
+        assert_eq!(m.data(), &[7; 100][..]);
+        drop((held, m));
+        let _ = d.recv_buffer();
+        assert_eq!(d.allocated(), BATCH_SIZE);
     }
 
     #[test]
