@@ -590,33 +590,18 @@ impl Msg {
         if len <= INLINE_CAP {
             return Some(Msg::copy_from(&self.data()[off..end]));
         }
-        Some(match &self.body {
-            Body::Inline { data, .. } => Msg::copy_from(&data[off..end]),
-            Body::Owned { buf, off: o, .. } => Msg {
-                body: Body::Owned {
-                    buf: buf.clone(),
-                    off: o + off,
-                    len,
-                },
-                ..Msg::new()
-            },
-            Body::Shared { buf, off: o, .. } => Msg {
-                body: Body::Shared {
-                    buf: buf.clone(),
-                    off: o + off,
-                    len,
-                },
-                ..Msg::new()
-            },
-            Body::Recv { buf, off: o, .. } => Msg {
-                body: Body::Recv {
-                    buf: buf.clone(),
-                    off: o + off,
-                    len,
-                },
-                ..Msg::new()
-            },
-        })
+        // Another handle on the same storage, narrowed to the slice.
+        let mut body = self.body.clone();
+        match &mut body {
+            Body::Inline { .. } => return Some(Msg::copy_from(&self.data()[off..end])),
+            Body::Owned { off: o, len: l, .. }
+            | Body::Shared { off: o, len: l, .. }
+            | Body::Recv { off: o, len: l, .. } => {
+                *o += off;
+                *l = len;
+            }
+        }
+        Some(Msg { body, ..Msg::new() })
     }
 
     /// Where the bytes live: the allocation, its size and how many handles share it.

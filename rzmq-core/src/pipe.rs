@@ -258,13 +258,7 @@ impl Writer {
     /// As [`Writer::try_write`], with the wake-up deferred as in [`Writer::write_deferred`].
     #[inline]
     pub fn try_write_deferred(&mut self, msg: Msg) -> Result<(), (Msg, WriteError)> {
-        match self.check_write() {
-            Ok(()) => {
-                self.write_deferred(msg);
-                Ok(())
-            }
-            Err(e) => Err((msg, e)),
-        }
+        self.try_with(msg, Writer::write_deferred)
     }
 
     /// Wakes the reader for messages written by [`Writer::write_deferred`], if it is idle.
@@ -319,9 +313,15 @@ impl Writer {
 
     /// Writes a frame if there is room, handing it back otherwise.
     pub fn try_write(&mut self, msg: Msg) -> Result<(), (Msg, WriteError)> {
+        self.try_with(msg, Writer::write)
+    }
+
+    /// Writes `msg` with `write` after a successful [`Writer::check_write`].
+    #[inline]
+    fn try_with(&mut self, msg: Msg, write: fn(&mut Writer, Msg)) -> Result<(), (Msg, WriteError)> {
         match self.check_write() {
             Ok(()) => {
-                self.write(msg);
+                write(self, msg);
                 Ok(())
             }
             Err(e) => Err((msg, e)),
