@@ -5,8 +5,8 @@
 //! reserved and rejected), the body size in 1 byte (short) or 8 bytes big-endian (LONG), the body.
 //!
 //! Receiving: the engine reads into `Decoder::recv_buffer` and reports the count with
-//! `Decoder::received`. Small frames land in a reused 64 KiB batch buffer (a
-//! [`crate::msg::RecvBuf`]); frames up to [`crate::msg::INLINE_CAP`] bytes become inline messages,
+//! `Decoder::received`. Small frames land in a reused batch buffer (a [`crate::msg::RecvBuf`]
+//! of [`BATCH_SIZE`], growing to [`MAX_BATCH`] while reads fill it); frames up to [`crate::msg::INLINE_CAP`] bytes become inline messages,
 //! larger ones are copied out, or, when the batch is big, sliced out of the batch buffer without a
 //! copy and without an atomic operation (the buffer takes its references in bulk; the batch buffer
 //! is then left to its slices and a fresh one is used). A frame larger than
