@@ -29,7 +29,8 @@ const DATA_OFFSET: usize = 2048;
 /// Page size assumed for mapping sizes (mmap rounds up to the real one anyway).
 const PAGE: usize = 4096;
 
-/// Anonymous memory, unmapped on drop; its bytes start [`DATA_OFFSET`] into the mapping.
+/// Anonymous memory, unmapped on drop; its bytes start `DATA_OFFSET` (half a page) into the
+/// mapping.
 pub struct Storage {
     /// The first usable byte (mapping start + DATA_OFFSET).
     ptr: NonNull<u8>,
