@@ -13,9 +13,10 @@
 //!
 //! Sizes come in classes of a quarter octave from 64 bytes to [`SMALL_MAX`], so a body wastes
 //! less than a quarter of its storage. Everything is bounded: per thread and class one free list
-//! and one outgoing batch of [`BATCH_BYTES`], and globally [`GLOBAL_MAX_BYTES`] per class and
-//! [`GLOBAL_TOTAL_BYTES`] in all; storage beyond that goes back to the system allocator. Storage taken from a cache holds stale
-//! bytes of an earlier frame: callers that expose bytes not yet written clear them.
+//! and one outgoing batch of `BATCH_BYTES` (64 KiB), and globally `GLOBAL_MAX_BYTES` (4 MiB) per
+//! class and `GLOBAL_TOTAL_BYTES` (16 MiB) in all; storage beyond that goes back to the system
+//! allocator. Storage taken from a cache holds stale bytes of an earlier frame: callers that
+//! expose bytes not yet written clear them.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,8 +1,8 @@
 //! Transports and I/O threads: listeners and sessions for tcp and ipc, driven by a mio reactor.
 //!
-//! Each I/O thread runs one [`Reactor`]: a mio poll over its listeners and connections, a command
+//! Each I/O thread runs one `Reactor`: a mio poll over its listeners and connections, a command
 //! mailbox (new listener or session, close, a pipe needs attention) and a timer heap. A
-//! [`Session`] is one connection's lifetime as the socket sees it: for a connect it survives
+//! `Session` is one connection's lifetime as the socket sees it: for a connect it survives
 //! reconnects and keeps the socket's pipe (so messages queue while the peer is away); for an
 //! accepted connection it ends with the connection. Its [`Engine`] speaks the wire protocol.
 //!

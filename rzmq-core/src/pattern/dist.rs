@@ -1,7 +1,7 @@
 //! Distributor: fan-out of each message to a set of pipes (libzmq `dist_t`), for PUB/XPUB and for
 //! the subscriptions SUB/XSUB send upstream.
 //!
-//! The [`PipeArray`] is split into ranges: `0..matching` get the current message, `..active` may
+//! The `PipeArray` is split into ranges: `0..matching` get the current message, `..active` may
 //! get messages, `..eligible` have room but joined in the middle of a multipart message (they get
 //! the next whole message), and the rest are full until `write_activated`. A pipe that cannot
 //! take the first frame of a message gets none of it (the message is dropped for that pipe), so

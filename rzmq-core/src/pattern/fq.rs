@@ -1,6 +1,6 @@
 //! Fair queue: round-robin of incoming messages over the pipes that have some (libzmq `fq_t`).
 //!
-//! Positions `0..active` of the [`PipeArray`] may have messages; a pipe whose `read` returns
+//! Positions `0..active` of the `PipeArray` may have messages; a pipe whose `read` returns
 //! `None` (which registers it for an activation) moves out of that range until `read_activated`.
 //! All frames of a multipart message come from the same pipe; after a whole message the next
 //! active pipe gets its turn.

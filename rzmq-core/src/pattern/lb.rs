@@ -1,6 +1,6 @@
 //! Load balancer: round-robin of outgoing messages over the pipes that have room (libzmq `lb_t`).
 //!
-//! Pipes live in one [`PipeArray`]: positions `0..active` can take a message, the rest wait for a
+//! Pipes live in one `PipeArray`: positions `0..active` can take a message, the rest wait for a
 //! write activation. A multipart message stays on the pipe its first frame went to. A pipe that
 //! reports `Full` or `Closed` is moved out of the active range; `write_activated` moves it back.
 //! If the pipe carrying a half-sent multipart message goes away, the rest of that message is
