@@ -471,8 +471,9 @@ impl Msg {
     }
 
     /// A frame of `len` bytes whose contents are unspecified, for callers that overwrite all of
-    /// them (as `zmq_msg_init_size`): large frames reuse storage of frames this process dropped
-    /// (see [`crate::pool`]) without clearing it; small ones are zeroed as in [`Msg::with_size`].
+    /// them (as `zmq_msg_init_size`): frames too big to be inline reuse storage of frames this
+    /// process dropped ([`crate::small`] below [`crate::pool::POOL_MIN`], [`crate::pool`] above)
+    /// without clearing it; inline ones are zeroed as in [`Msg::with_size`].
     pub fn with_size_recycled(len: usize) -> Msg {
         if len >= crate::pool::POOL_MIN {
             // Above POOL_MAX: a fresh mapping, zero without clearing.
