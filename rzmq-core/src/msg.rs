@@ -458,15 +458,13 @@ impl Msg {
             )
         } else {
             // One allocation for refcount and bytes, cached storage cleared.
-            match crate::small::take(len) {
-                Some(mut buf) => {
-                    if let Some(b) = Arc::get_mut(&mut buf) {
-                        b[..len].fill(0);
-                    }
-                    Msg::owned(buf, len)
+            let (mut buf, stale) = small_storage(len);
+            if stale {
+                if let Some(b) = Arc::get_mut(&mut buf) {
+                    b[..len].fill(0);
                 }
-                None => Msg::owned(zeroed_arc(crate::small::capacity_for(len)), len),
             }
+            Msg::owned(buf, len)
         }
     }
 
@@ -480,10 +478,7 @@ impl Msg {
             let (data, _) = crate::pool::take(len);
             Msg::from_buffer(Arc::new(Buffer::from_pooled(data, len)), 0, len)
         } else if len > INLINE_CAP {
-            match crate::small::take(len) {
-                Some(buf) => Msg::owned(buf, len),
-                None => Msg::owned(zeroed_arc(crate::small::capacity_for(len)), len),
-            }
+            Msg::owned(small_storage(len).0, len)
         } else {
             Msg::with_size(len)
         }
@@ -516,13 +511,10 @@ impl Msg {
             }
         } else {
             let len = data.len();
-            let mut buf = match crate::small::take(len) {
-                Some(buf) => buf,
-                None if len <= crate::small::SMALL_MAX => {
-                    zeroed_arc(crate::small::capacity_for(len))
-                }
-                None => return Msg::owned(Arc::from(data), len),
-            };
+            if len > crate::small::SMALL_MAX {
+                return Msg::owned(Arc::from(data), len);
+            }
+            let (mut buf, _) = small_storage(len);
             match Arc::get_mut(&mut buf) {
                 Some(b) => b[..len].copy_from_slice(data),
                 // Unreachable: cached and fresh storage are unique.
@@ -799,6 +791,15 @@ impl Msg {
 }
 
 /// A zero-filled shared allocation of `len` bytes, refcount included.
+/// Unique storage for a body of `len` bytes, `small::capacity_for(len)` long: cached by
+/// [`crate::small`] (true: stale bytes) or freshly allocated and zeroed (false).
+fn small_storage(len: usize) -> (Arc<[u8]>, bool) {
+    match crate::small::take(len) {
+        Some(buf) => (buf, true),
+        None => (zeroed_arc(crate::small::capacity_for(len)), false),
+    }
+}
+
 fn zeroed_arc(len: usize) -> Arc<[u8]> {
     let uninit = Arc::<[u8]>::new_zeroed_slice(len);
     // SAFETY: new_zeroed_slice filled every byte with zero, a valid u8.
