@@ -1,4 +1,5 @@
-//! Direct sends: the application thread writes a message to an idle connection itself.
+//! Direct sends and receives: the application thread writes a message to an idle connection,
+//! or reads one from it, itself.
 //!
 //! A message normally goes socket thread -> pipe -> I/O thread -> kernel: two thread hand-offs,
 //! which dominate the one-way latency of a request/reply exchange. When input arrives on a
@@ -23,6 +24,28 @@
 //!
 //! On by default; `RZMQ_DIRECT=0` or [`set_enabled`] turns it off.
 //!
+//! **Direct receives** ([`DirectRx`]) are the other half. When the I/O thread has delivered
+//! everything it read from a connection and the connection is idle (plain ZMTP, no CURVE, no
+//! heartbeat timers, no alternative path, not a SUB/XSUB, not conflating), it *offers* the input.
+//! A socket blocked in a receive whose only pipe is that connection's, with nothing queued,
+//! *claims* it and waits on the stream's fd together with its own mailbox; when bytes arrive it
+//! reads and decodes them on its own thread (a decoder of its own, with the connection's
+//! limits) and returns the first message without any hand-off: one thread wake-up per
+//! message, as a blocking socket in plain TCP has. Whole data messages are kept in the pipe's
+//! reader (they follow everything queued before the claim and precede everything queued
+//! after); anything else (a command such as PING, a protocol error, the end of the stream, or
+//! more than 256 KiB at once, i.e. a stream rather than a reply) goes back to the I/O thread
+//! together with the decoder, so a frame cut between reads continues exactly where it stopped.
+//! After a direct receive, output idle since its last direct send is granted again, so the reply
+//! goes out directly too. Only a connection that is alone on its I/O thread is claimed: with
+//! others, input that arrived on them first could still be on its way through that thread, and
+//! libzmq never lets the later one overtake. `RZMQ_DIRECT_RX=0` turns direct receives off alone.
+//!
+//! Receive states: `IO`, `OFFERED`, `READING` (the reader holds input), `MISSED` (as `READING`,
+//! and the I/O thread saw a readiness event it left alone; the reader looks at the stream once
+//! more when it lets go), `DEAD`. A connection ending while the reader holds its input wakes the
+//! reader through its mailbox and waits for it to let go before the fd is closed.
+//!
 //! States: `IO` (the I/O thread owns output), `GRANTED` (the writer may take it), `WRITING` (the
 //! writer is in its write), `DEAD` (the connection ended; never granted again). A write the
 //! kernel took only part of leaves the rest for the I/O thread ([`DirectTx::take_leftover`]),
@@ -38,6 +61,9 @@ const IO: u8 = 0;
 const GRANTED: u8 = 1;
 const WRITING: u8 = 2;
 const DEAD: u8 = 3;
+/// A direct send wrote a whole message and nothing has been queued since: output is idle and
+/// the writer's side may grant it again on the next input it reads itself ([`DirectRx`]).
+const SPENT: u8 = 4;
 
 /// Most bytes of one message written directly (larger ones use the I/O thread's zero-copy path).
 pub const DIRECT_MAX_BYTES: usize = 64 * 1024;
@@ -65,6 +91,28 @@ pub fn enabled() -> bool {
     }
 }
 
+/// 0: not decided yet, 1: on, 2: off.
+static RX_ENABLED: AtomicU8 = AtomicU8::new(0);
+
+/// Whether direct receives are on, besides [`enabled`]: by default; `RZMQ_DIRECT_RX=0` turns
+/// them off alone (first call reads it).
+pub fn rx_enabled() -> bool {
+    match RX_ENABLED.load(Ordering::Relaxed) {
+        1 => enabled(),
+        2 => false,
+        _ => {
+            let on = std::env::var("RZMQ_DIRECT_RX").map_or(true, |v| v != "0");
+            let _ = RX_ENABLED.compare_exchange(
+                0,
+                if on { 1 } else { 2 },
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            RX_ENABLED.load(Ordering::Relaxed) == 1 && enabled()
+        }
+    }
+}
+
 /// Turns direct sends on or off for connections that go idle from now on.
 pub fn set_enabled(on: bool) {
     ENABLED.store(if on { 1 } else { 2 }, Ordering::Relaxed);
@@ -72,6 +120,17 @@ pub fn set_enabled(on: bool) {
 
 static SENT: AtomicU64 = AtomicU64::new(0);
 static PARTIAL: AtomicU64 = AtomicU64::new(0);
+static RECEIVED: AtomicU64 = AtomicU64::new(0);
+static HANDED_BACK: AtomicU64 = AtomicU64::new(0);
+
+/// Direct receives in this process that delivered messages, and how many times input went
+/// back to the I/O thread mid-receive (for tests and diagnostics).
+pub fn rx_stats() -> (u64, u64) {
+    (
+        RECEIVED.load(Ordering::Relaxed),
+        HANDED_BACK.load(Ordering::Relaxed),
+    )
+}
 
 /// Messages sent directly in this process, and how many of them the kernel took only in part
 /// (for tests and diagnostics).
@@ -133,6 +192,15 @@ impl DirectTx {
                         return;
                     }
                 }
+                SPENT => {
+                    if self
+                        .state
+                        .compare_exchange(SPENT, IO, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                    {
+                        return;
+                    }
+                }
                 WRITING => std::hint::spin_loop(),
                 _ => return,
             }
@@ -141,9 +209,32 @@ impl DirectTx {
 
     /// I/O thread: lets the writer send the next message itself (not after [`DirectTx::kill`]).
     pub fn grant(&self) {
+        for from in [IO, SPENT] {
+            if self
+                .state
+                .compare_exchange(from, GRANTED, Ordering::Release, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+        }
+    }
+
+    /// I/O thread, having written everything with nothing queued: leaves output idle for the
+    /// writer's side to grant on its next direct receive (see [`DirectTx::regrant`]).
+    pub fn park(&self) {
         let _ = self
             .state
-            .compare_exchange(IO, GRANTED, Ordering::Release, Ordering::Relaxed);
+            .compare_exchange(IO, SPENT, Ordering::Release, Ordering::Relaxed);
+    }
+
+    /// Writer's side, after it read a message from the connection itself: grants output again
+    /// if the last direct send left it idle (nothing was queued since). A reply to input the
+    /// I/O thread never saw goes out directly, as one to input it delivered would.
+    pub fn regrant(&self) {
+        let _ = self
+            .state
+            .compare_exchange(SPENT, GRANTED, Ordering::AcqRel, Ordering::Relaxed);
     }
 
     /// I/O thread: the connection is ending; output is never granted again.
@@ -155,6 +246,12 @@ impl DirectTx {
     /// True while output is granted to the writer.
     pub fn granted(&self) -> bool {
         self.state.load(Ordering::Relaxed) == GRANTED
+    }
+
+    /// True while output is granted, or idle after a whole direct send (the writer's side may
+    /// grant it again): the I/O thread need not take it back when it has nothing to write.
+    pub fn left_to_writer(&self) -> bool {
+        matches!(self.state.load(Ordering::Relaxed), GRANTED | SPENT)
     }
 
     /// True while a partial direct write's rest waits for the I/O thread.
@@ -253,7 +350,7 @@ impl DirectTx {
             }
         };
         if written == wire {
-            self.state.store(IO, Ordering::Release);
+            self.state.store(SPENT, Ordering::Release);
             SENT.fetch_add(1, Ordering::Relaxed);
             return Sent::Done;
         }
@@ -279,6 +376,407 @@ impl DirectTx {
         SENT.fetch_add(1, Ordering::Relaxed);
         PARTIAL.fetch_add(1, Ordering::Relaxed);
         Sent::HandedOver
+    }
+}
+
+// ----- Direct receives ---------------------------------------------------------------------
+
+/// The I/O thread reads the connection.
+const RX_IO: u8 = 0;
+/// The I/O thread left the connection idle (everything read was decoded and delivered): the
+/// reader may take its input.
+const RX_OFFERED: u8 = 1;
+/// The reader, blocked in a receive, waits on the stream and reads it itself.
+const RX_READING: u8 = 2;
+/// As `RX_READING`, and the I/O thread saw a readiness event it left alone.
+const RX_MISSED: u8 = 3;
+/// The connection ended.
+const RX_DEAD: u8 = 4;
+
+/// Most bytes one direct receive decodes before it hands the stream back to the I/O thread.
+const RX_MAX_BYTES: usize = 256 * 1024;
+
+/// What a direct read did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Received {
+    /// Nothing complete yet: wait on the stream again.
+    Nothing,
+    /// Whole messages were decoded and input is still the reader's until [`DirectRx::release`].
+    Messages,
+    /// Input went back to the I/O thread (a command, an error, the end of the stream, or more
+    /// data than one receive takes); the messages decoded before that point are still
+    /// delivered.
+    HandedBack,
+}
+
+/// What direct receives need to know of an I/O thread.
+#[derive(Default)]
+pub(crate) struct IoProgress {
+    /// Connections (streams) registered with the thread. Input is taken by a reader only while
+    /// its connection is the thread's only one: with others, input that arrived on them first
+    /// could still be on its way through the thread when the reader returns what it read
+    /// itself, while libzmq, whose one thread reads both in turn, never lets the later one
+    /// overtake (pyzmq's monitored-queue test depends on it: a subscription must take effect
+    /// before the message that follows it on another connection is forwarded).
+    pub streams: AtomicUsize,
+}
+
+/// The I/O thread a connection belongs to.
+pub(crate) struct IoRegistration {
+    /// The thread's state.
+    pub progress: Arc<IoProgress>,
+}
+
+/// The decoders a direct receive uses and hands over.
+struct RxDecoders {
+    /// The reader's own decoder while input is the reader's, or kept for its next turn.
+    spare: Option<crate::zmtp::codec::Decoder>,
+    /// A decoder the reader gave back mid-stream: the I/O thread continues with it.
+    handed: Option<crate::zmtp::codec::Decoder>,
+}
+
+/// One connection's input, shared between its I/O thread and the socket that reads its pipe.
+///
+/// Direct receives mirror direct sends: when the I/O thread has delivered everything it read
+/// and the connection is idle, it *offers* the input; a socket blocked in a receive with nothing
+/// queued *claims* it, waits on the stream's fd together with its mailbox, and reads and decodes
+/// the next message itself, so a request or reply costs one thread wake-up, not two. The I/O
+/// thread's own readiness events while the reader holds input only mark it `MISSED`; the reader
+/// checks the stream once more when it lets go, and hands input back (its decoder included, so
+/// a message cut by the end of a read continues exactly where it stopped) whenever anything but
+/// complete data messages arrived.
+pub struct DirectRx {
+    fd: RawFd,
+    state: AtomicU8,
+    decoders: Mutex<RxDecoders>,
+    /// A decoder waits in `handed`, or input came back for the I/O thread to read on.
+    handed: std::sync::atomic::AtomicBool,
+    metadata: Option<Arc<crate::msg::Metadata>>,
+    /// The same connection's output, granted again after a direct receive.
+    tx: Option<Arc<DirectTx>>,
+    /// The I/O thread's session, woken when input comes back to it.
+    io: crate::pipe::Target,
+    /// The connection's I/O thread.
+    reg: IoRegistration,
+}
+
+impl DirectRx {
+    /// Input of the stream `fd`, whose messages carry `metadata`; `decoder` is a fresh decoder
+    /// with the connection's limits, `tx` its output (if shared) and `io` the session to wake.
+    pub(crate) fn new(
+        fd: RawFd,
+        metadata: Option<Arc<crate::msg::Metadata>>,
+        decoder: crate::zmtp::codec::Decoder,
+        tx: Option<Arc<DirectTx>>,
+        io: crate::pipe::Target,
+        reg: IoRegistration,
+    ) -> DirectRx {
+        DirectRx {
+            fd,
+            state: AtomicU8::new(RX_IO),
+            decoders: Mutex::new(RxDecoders {
+                spare: Some(decoder),
+                handed: None,
+            }),
+            handed: std::sync::atomic::AtomicBool::new(false),
+            metadata,
+            tx,
+            io,
+            reg,
+        }
+    }
+
+    /// The stream's fd.
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    fn decoders(&self) -> std::sync::MutexGuard<'_, RxDecoders> {
+        self.decoders.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// I/O thread, after a read left the connection idle: offers input to the reader.
+    pub(crate) fn offer(&self) {
+        let _ = self
+            .state
+            .compare_exchange(RX_IO, RX_OFFERED, Ordering::AcqRel, Ordering::Relaxed);
+    }
+
+    /// I/O thread, before it reads: takes input back. `None` while the reader holds it (the
+    /// readiness is noted; the reader looks again when it lets go); otherwise the decoder the
+    /// reader handed back, if any, to continue with.
+    pub(crate) fn reclaim(&self) -> Option<Option<crate::zmtp::codec::Decoder>> {
+        loop {
+            match self.state.load(Ordering::Acquire) {
+                RX_OFFERED => {
+                    if self
+                        .state
+                        .compare_exchange(RX_OFFERED, RX_IO, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                    {
+                        return Some(None);
+                    }
+                }
+                RX_READING => {
+                    if self
+                        .state
+                        .compare_exchange(
+                            RX_READING,
+                            RX_MISSED,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_ok()
+                    {
+                        return None;
+                    }
+                }
+                RX_MISSED => return None,
+                _ => {
+                    if self.handed.swap(false, Ordering::AcqRel) {
+                        return Some(self.decoders().handed.take());
+                    }
+                    return Some(None);
+                }
+            }
+        }
+    }
+
+    /// I/O thread: keeps `dec` (a clean decoder it replaced) for the reader's next turn.
+    pub(crate) fn keep_spare(&self, dec: crate::zmtp::codec::Decoder) {
+        let mut d = self.decoders();
+        if d.spare.is_none() {
+            d.spare = Some(dec);
+        }
+    }
+
+    /// I/O thread: the connection is ending. Waits for a reader that holds input to let go,
+    /// waking it with `wake` (its mailbox); input is never offered again.
+    pub(crate) fn kill(&self, wake: impl Fn()) {
+        let mut woken = false;
+        loop {
+            match self.state.load(Ordering::Acquire) {
+                RX_READING | RX_MISSED => {
+                    if !woken {
+                        wake();
+                        woken = true;
+                    }
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                }
+                s => {
+                    if self
+                        .state
+                        .compare_exchange(s, RX_DEAD, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                    {
+                        let mut d = self.decoders();
+                        d.spare = None;
+                        d.handed = None;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// True while input the reader handed back waits for the I/O thread.
+    pub(crate) fn handed_back(&self) -> bool {
+        self.handed.load(Ordering::Acquire)
+    }
+
+    /// True once the connection ended.
+    pub fn is_dead(&self) -> bool {
+        self.state.load(Ordering::Relaxed) == RX_DEAD
+    }
+
+    /// Reader, blocked in a receive with nothing queued: takes input if it is offered. The
+    /// caller must then check its pipe once more (messages delivered before the offer), and
+    /// call [`DirectRx::release`] before it returns.
+    pub fn claim(&self) -> bool {
+        if self.reg.progress.streams.load(Ordering::SeqCst) != 1 {
+            return false;
+        }
+        self.state
+            .compare_exchange(RX_OFFERED, RX_READING, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Reader, holding input, when the stream's fd is readable: reads and decodes, appending
+    /// whole messages' frames to `out`. After messages, the connection's output is granted
+    /// again if a direct send left it idle (see [`DirectTx::regrant`]), so the reply to them
+    /// goes out directly too.
+    pub fn receive(&self, out: &mut Vec<Msg>) -> Received {
+        use crate::zmtp::codec::{FLAG_COMMAND, FLAG_MORE};
+        let mut decs = self.decoders();
+        let Some(dec) = decs.spare.as_mut() else {
+            drop(decs);
+            self.hand_back(None);
+            return Received::HandedBack;
+        };
+        let before = out.len();
+        let mut partial: Vec<(u8, Msg)> = Vec::new();
+        let mut total = 0usize;
+        let back = loop {
+            let buf = dec.recv_buffer();
+            let room = buf.len();
+            // SAFETY: `buf` is writable memory of `room` bytes owned by the decoder; the fd is
+            // the connection's stream, which the I/O thread does not close while input is the
+            // reader's (`kill` waits for it to let go).
+            let r =
+                unsafe { libc::recv(self.fd, buf.as_mut_ptr().cast(), room, libc::MSG_DONTWAIT) };
+            if r < 0 {
+                match std::io::Error::last_os_error().kind() {
+                    std::io::ErrorKind::Interrupted => continue,
+                    std::io::ErrorKind::WouldBlock => break false,
+                    // Broken: the I/O thread reads the error itself and closes.
+                    _ => break true,
+                }
+            }
+            let n = r as usize;
+            if n == 0 {
+                // The end of the stream is the I/O thread's to handle.
+                break true;
+            }
+            dec.received(n);
+            total += n;
+            let mut refused = false;
+            loop {
+                match dec.next_frame() {
+                    Ok(Some((flags, mut m))) => {
+                        if flags & FLAG_COMMAND != 0 {
+                            partial.push((flags, m));
+                            refused = true;
+                            break;
+                        }
+                        let more = flags & FLAG_MORE != 0;
+                        m.set_more(more);
+                        m.set_metadata(self.metadata.clone());
+                        partial.push((flags, m));
+                        if !more {
+                            out.extend(partial.drain(..).map(|(_, m)| m));
+                        }
+                    }
+                    Ok(None) => break,
+                    // The I/O thread meets the same error and closes the connection.
+                    Err(_) => {
+                        refused = true;
+                        break;
+                    }
+                }
+            }
+            if refused {
+                break true;
+            }
+            if n < room {
+                break false;
+            }
+            if total >= RX_MAX_BYTES {
+                // A stream, not a reply: the I/O thread's batching takes over.
+                break true;
+            }
+        };
+        // Frames of a message not complete yet are decoded again later.
+        dec.unread(partial);
+        if out.len() > before {
+            RECEIVED.fetch_add(1, Ordering::Relaxed);
+            if let Some(tx) = &self.tx {
+                tx.regrant();
+            }
+        }
+        if back {
+            let dec = decs.spare.take();
+            drop(decs);
+            self.hand_back(dec);
+            return Received::HandedBack;
+        }
+        if out.len() > before {
+            Received::Messages
+        } else {
+            Received::Nothing
+        }
+    }
+
+    /// Reader: gives input back to the I/O thread, with `dec` when it holds undecoded input,
+    /// and wakes it.
+    fn hand_back(&self, dec: Option<crate::zmtp::codec::Decoder>) {
+        HANDED_BACK.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut d = self.decoders();
+            match dec {
+                Some(dec) if !dec.is_clean() => d.handed = Some(dec),
+                Some(dec) => d.spare = Some(dec),
+                None => {}
+            }
+        }
+        self.handed.store(true, Ordering::Release);
+        self.state.store(RX_IO, Ordering::Release);
+        self.io.notify.activate_write(self.io.token);
+    }
+
+    /// Reader, before it returns from the receive: lets go of input (handing it back when
+    /// half a message or more input is waiting).
+    pub fn release(&self) {
+        {
+            let mut d = self.decoders();
+            if d.spare.as_ref().is_some_and(|dec| !dec.is_clean()) {
+                // Half a message arrived: the I/O thread continues with it.
+                let dec = d.spare.take();
+                drop(d);
+                self.hand_back(dec);
+                return;
+            }
+        }
+        loop {
+            match self.state.load(Ordering::Acquire) {
+                RX_READING => {
+                    if self
+                        .state
+                        .compare_exchange(
+                            RX_READING,
+                            RX_OFFERED,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_ok()
+                    {
+                        return;
+                    }
+                }
+                RX_MISSED => {
+                    // The I/O thread saw readiness: either for what this reader already took,
+                    // or for more. Look before offering input again.
+                    if self
+                        .state
+                        .compare_exchange(
+                            RX_MISSED,
+                            RX_READING,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    if self.readable_now() {
+                        self.hand_back(None);
+                        return;
+                    }
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// True when the stream has bytes (or an end, or an error) to read now.
+    fn readable_now(&self) -> bool {
+        let mut pfd = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; zero timeout.
+        let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
+        rc != 0
     }
 }
 

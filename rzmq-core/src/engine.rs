@@ -612,6 +612,53 @@ impl Engine {
                 .is_none_or(|u| matches!(u.state, UpState::Declined) && !u.required)
     }
 
+    /// Whether the socket reading this connection's pipe may read its input itself for a while
+    /// (see [`crate::direct::DirectRx`]): plain ZMTP, ready, everything read decoded and
+    /// delivered, the last read drained the stream, no timers input resets, no alternative
+    /// path (declined upgrades qualify).
+    pub fn input_offerable(&self) -> bool {
+        let Proto::Zmtp(z) = &self.proto else {
+            return false;
+        };
+        self.stalled.is_none()
+            && !self.read_pending
+            && !self.hup
+            && !self.subscriptions
+            && z.input_idle()
+            && self
+                .upgrade
+                .as_ref()
+                .is_none_or(|u| matches!(u.state, UpState::Declined) && !u.required)
+    }
+
+    /// A fresh decoder with the connection's limits (plain ZMTP only).
+    pub(crate) fn fresh_decoder(&self) -> Option<crate::zmtp::codec::Decoder> {
+        match &self.proto {
+            Proto::Zmtp(z) => Some(z.fresh_decoder()),
+            _ => None,
+        }
+    }
+
+    /// The properties the connection attaches to received messages.
+    pub(crate) fn input_metadata(&self) -> Option<std::sync::Arc<crate::msg::Metadata>> {
+        match &self.proto {
+            Proto::Zmtp(z) => z.metadata(),
+            _ => None,
+        }
+    }
+
+    /// Continues input with `dec`, a decoder the reader handed back mid-stream; returns the one
+    /// it replaces.
+    pub(crate) fn swap_input_decoder(
+        &mut self,
+        dec: crate::zmtp::codec::Decoder,
+    ) -> Option<crate::zmtp::codec::Decoder> {
+        match &mut self.proto {
+            Proto::Zmtp(z) => Some(z.swap_decoder(dec)),
+            _ => None,
+        }
+    }
+
     /// Takes output back from the pipe's writer (waiting out a direct write in progress) and
     /// queues what a partial direct write left, ahead of anything else.
     fn take_output(&mut self) {

@@ -11,7 +11,7 @@
 //! A pipe also carries the peer's properties (set by the engine when a handshake completes) and the
 //! close state of each end. This module knows nothing of sockets, engines or transports.
 
-use crate::direct::{DirectTx, Sent};
+use crate::direct::{DirectRx, DirectTx, Sent};
 use crate::spsc;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -71,6 +71,10 @@ struct Shared {
     direct: Mutex<Option<Arc<DirectTx>>>,
     /// Bumped whenever `direct` changes (0: never set), so the writer rereads it only then.
     direct_gen: AtomicU64,
+    /// The writer's connection input, for direct receives (see [`crate::direct::DirectRx`]).
+    rx: Mutex<Option<Arc<DirectRx>>>,
+    /// Bumped whenever `rx` changes, so the reader rereads it only then.
+    rx_gen: AtomicU64,
 }
 
 impl Shared {
@@ -135,6 +139,8 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
         linger_deadline: Mutex::new(None),
         direct: Mutex::new(None),
         direct_gen: AtomicU64::new(0),
+        rx: Mutex::new(None),
+        rx_gen: AtomicU64::new(0),
     });
     (
         Writer {
@@ -163,6 +169,9 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
             in_multipart: false,
             closed: false,
             batch: Vec::new().into_iter(),
+            inbox: Vec::new().into_iter(),
+            rx: None,
+            rx_gen: 0,
         },
     )
 }
@@ -368,6 +377,24 @@ impl Writer {
         }
     }
 
+    /// True for a conflating pipe (`ZMQ_CONFLATE`: only the newest message is kept).
+    pub fn conflates(&self) -> bool {
+        self.conflate
+    }
+
+    /// Installs (or with None removes) the connection input the reader may read directly.
+    pub fn set_direct_rx(&self, rx: Option<Arc<DirectRx>>) {
+        *self.shared.rx.lock().unwrap_or_else(|e| e.into_inner()) = rx;
+        self.shared.rx_gen.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Notifies the reader's owner as if messages had arrived (a reader blocked on the
+    /// connection's input wakes and lets go of it).
+    pub fn poke_reader(&self) {
+        self.shared
+            .notify_reader(|t| t.notify.activate_read(t.token));
+    }
+
     /// Publishes the properties of the peer that writes into this pipe (at handshake).
     pub fn set_peer(&self, md: Arc<Metadata>) {
         *self.shared.peer.lock().unwrap_or_else(|e| e.into_inner()) = Some(md);
@@ -426,6 +453,12 @@ pub struct Reader {
     closed: bool,
     /// The remaining frames of a multipart item being read.
     batch: std::vec::IntoIter<Msg>,
+    /// Frames the reader's owner read from the connection itself (a direct receive): they
+    /// follow everything queued before and precede everything queued after.
+    inbox: std::vec::IntoIter<Msg>,
+    /// The connection input last read from `Shared::rx`, as of `rx_gen`.
+    rx: Option<Arc<DirectRx>>,
+    rx_gen: u64,
 }
 
 impl Reader {
@@ -496,6 +529,11 @@ impl Reader {
         let m = match self.batch.next() {
             Some(m) => m,
             None => {
+                if let Some(m) = self.inbox.next() {
+                    // Read from the connection directly: never counted by the writer.
+                    self.in_multipart = m.more();
+                    return Some(m);
+                }
                 let item = match self.pop_item() {
                     Some(i) => i,
                     None => {
@@ -564,15 +602,45 @@ impl Reader {
         self.shared.direct_gen.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// The connection input this reader may read directly, if its writer's I/O thread shares
+    /// it (see [`crate::direct::DirectRx`]).
+    pub fn direct_rx(&mut self) -> Option<&Arc<DirectRx>> {
+        let gen = self.shared.rx_gen.load(Ordering::Acquire);
+        if gen != self.rx_gen {
+            self.rx = self
+                .shared
+                .rx
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            self.rx_gen = gen;
+        }
+        self.rx.as_ref()
+    }
+
+    /// Queues frames of whole messages the owner read from the connection itself, while the
+    /// pipe was empty and the connection's input was the owner's.
+    pub fn deliver_direct(&mut self, frames: Vec<Msg>) {
+        if self.inbox.len() == 0 {
+            self.inbox = frames.into_iter();
+        } else {
+            let mut all: Vec<Msg> = self.inbox.by_ref().collect();
+            all.extend(frames);
+            self.inbox = all.into_iter();
+        }
+    }
+
     /// True when the last read found the queue empty and nothing was written since.
     pub fn is_idle(&self) -> bool {
-        self.batch.len() == 0 && self.shared.reader_idle.load(Ordering::SeqCst)
+        self.batch.len() == 0
+            && self.inbox.len() == 0
+            && self.shared.reader_idle.load(Ordering::SeqCst)
     }
 
     /// True when a frame can be read now. When not, the reader is registered for an activation
     /// (exactly as a `read` returning `None`), so a later write wakes its owner.
     pub fn has_msg(&self) -> bool {
-        if self.batch.len() > 0 || !self.queue_empty() {
+        if self.batch.len() > 0 || self.inbox.len() > 0 || !self.queue_empty() {
             return true;
         }
         self.shared.reader_idle.store(true, Ordering::SeqCst);
@@ -593,6 +661,7 @@ impl Reader {
     pub fn is_finished(&self) -> bool {
         self.shared.writer_closed.load(Ordering::Acquire)
             && self.batch.len() == 0
+            && self.inbox.len() == 0
             && self.queue_empty()
     }
 
@@ -637,6 +706,8 @@ impl Reader {
         self.shared.notify_writer(|t| t.notify.pipe_closed(t.token));
         // Release queued frames (and their external buffers) now rather than when the writer goes.
         self.batch = Vec::new().into_iter();
+        self.inbox = Vec::new().into_iter();
+        self.rx = None;
         while self.pop_item().is_some() {}
     }
 }

@@ -472,11 +472,93 @@ impl Socket {
         }
         let deadline = deadline_for(self.options.rcvtimeo);
         loop {
-            self.wait(deadline)?;
+            self.wait_recv(deadline)?;
             match self.pattern.recv(&mut self.pipes) {
                 Ok(m) => return Ok(self.received(m)),
                 Err(Error::Again) => self.reap_finished(),
                 Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Waits for input until `deadline`: as [`Socket::wait`], or, when the socket's only pipe
+    /// comes from a connection whose input is offered (see [`crate::direct::DirectRx`]), on the
+    /// connection's stream as well, reading and decoding what arrives on this thread.
+    fn wait_recv(&mut self, deadline: Option<Instant>) -> Result<()> {
+        match self.direct_recv(deadline) {
+            Some(r) => r,
+            None => self.wait(deadline),
+        }
+    }
+
+    /// A direct receive; `None` when input is not the socket's to take now.
+    fn direct_recv(&mut self, deadline: Option<Instant>) -> Option<Result<()>> {
+        use crate::direct::Received;
+        if self.shared.mailbox.has_pending() {
+            return None;
+        }
+        let id = self.pipes.only()?;
+        let reader = &mut self.pipes.get_mut(id)?.reader;
+        let rx = reader.direct_rx()?.clone();
+        if !rx.claim() {
+            return None;
+        }
+        if reader.has_msg() {
+            // Delivered before the offer: the pipe's activation is on its way.
+            rx.release();
+            return None;
+        }
+        let mut frames = Vec::new();
+        loop {
+            let ms = match deadline {
+                None => -1,
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    left.as_millis().min(i32::MAX as u128) as i32
+                        + i32::from(left.subsec_nanos() % 1_000_000 != 0)
+                }
+            };
+            let mut fds = [
+                libc::pollfd {
+                    fd: self.shared.mailbox.fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: rx.fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: two valid pollfds in a live array.
+            let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+            if rc < 0 {
+                let e = std::io::Error::last_os_error();
+                rx.release();
+                return Some(Err(e.into()));
+            }
+            if rc == 0 {
+                rx.release();
+                return Some(Err(Error::Again));
+            }
+            if fds[1].revents != 0 {
+                let step = rx.receive(&mut frames);
+                if step == Received::Messages {
+                    rx.release();
+                }
+                if step != Received::Nothing {
+                    if !frames.is_empty() {
+                        if let Some(e) = self.pipes.get_mut(id) {
+                            e.reader.deliver_direct(frames);
+                        }
+                        self.pattern.read_activated(id, &mut self.pipes);
+                    }
+                    return Some(Ok(()));
+                }
+            }
+            if fds[0].revents != 0 {
+                rx.release();
+                return Some(self.process_commands());
             }
         }
     }

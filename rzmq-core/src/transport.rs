@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use mio::{Events, Interest, Poll, Token};
 
 use crate::context::CtxInner;
-use crate::direct::DirectTx;
+use crate::direct::{DirectRx, DirectTx};
 use crate::endpoint::Endpoint;
 use crate::engine::{Closed, Engine, Progress, Proto, Stream, Upgrade};
 use crate::error::{Error, Result};
@@ -71,6 +71,8 @@ struct IoShared {
     /// pipe to its connection: while non-zero, direct sends wait their turn (see
     /// [`crate::direct`]).
     work: Arc<AtomicUsize>,
+    /// What direct receives need to know of the thread (see [`crate::direct`]).
+    progress: Arc<crate::direct::IoProgress>,
 }
 
 impl IoShared {
@@ -105,6 +107,7 @@ impl IoThread {
             mailbox: crate::signal::Mailbox::new()?,
             next_token: std::sync::atomic::AtomicU64::new(1),
             work: Arc::new(AtomicUsize::new(0)),
+            progress: Arc::new(crate::direct::IoProgress::default()),
         });
         let poll = Poll::new().map_err(Error::from)?;
         let s2 = shared.clone();
@@ -397,6 +400,8 @@ pub(crate) fn connect(
         rdma_required,
         zap: None,
         direct: None,
+        rx: None,
+        counted: false,
         last_moved: 0,
     };
     io.shared.send(IoCmd::AddSession(Box::new(session), token));
@@ -498,6 +503,10 @@ struct Session {
     direct: Option<Arc<DirectTx>>,
     /// Messages the last `pump_out` moved (output is granted to the writer only after <= 1).
     last_moved: usize,
+    /// The connection's input as shared with the pipe's reader (see [`crate::direct`]).
+    rx: Option<Arc<DirectRx>>,
+    /// The engine's stream is counted in its I/O thread's `IoProgress::streams`.
+    counted: bool,
 }
 
 /// Whether direct sends are on: by default; `RZMQ_DIRECT=0` or [`crate::direct::set_enabled`]
@@ -520,29 +529,124 @@ impl Session {
         {
             return;
         }
-        let fd = e.fd();
+        if let Some(d) = self.direct_tx(r) {
+            d.grant();
+        }
+    }
+
+    /// The connection's output as shared with the pipe's writer, created on first use.
+    fn direct_tx(&mut self, r: &Reactor) -> Option<Arc<DirectTx>> {
+        let fd = self.engine.as_ref()?.fd();
         if self.direct.as_ref().is_some_and(|d| d.fd() != fd) {
             self.direct_kill();
         }
-        let d = match &self.direct {
-            Some(d) => d.clone(),
+        if let Some(d) = &self.direct {
+            return Some(d.clone());
+        }
+        let p = self.pipe.as_ref()?;
+        let d = Arc::new(DirectTx::new(fd, r.shared.work.clone()));
+        p.from_socket.set_direct(Some(d.clone()));
+        if let Some(e) = self.engine.as_mut() {
+            e.direct = Some(d.clone());
+        }
+        self.direct = Some(d.clone());
+        Some(d)
+    }
+
+    /// Offers the connection's input to the pipe's reader when everything read was delivered
+    /// and the connection is idle (see [`crate::direct::DirectRx`]).
+    fn rx_offer(&mut self, r: &Reactor, token: u64) {
+        let Some(fd) = self.engine.as_ref().map(Engine::fd) else {
+            return;
+        };
+        if self.rx.as_ref().is_some_and(|x| x.fd() != fd) {
+            self.rx_kill();
+        }
+        let Some(e) = self.engine.as_ref() else {
+            return;
+        };
+        if !crate::direct::rx_enabled()
+            || !self.handshaken
+            || self.pipe.as_ref().is_none_or(|p| p.to_socket.conflates())
+            || !e.input_offerable()
+        {
+            return;
+        }
+        let rx = match &self.rx {
+            Some(x) => x.clone(),
             None => {
-                let d = Arc::new(DirectTx::new(fd, r.shared.work.clone()));
-                if let Some(p) = self.pipe.as_ref() {
-                    p.from_socket.set_direct(Some(d.clone()));
-                }
-                if let Some(e) = self.engine.as_mut() {
-                    e.direct = Some(d.clone());
-                }
-                self.direct = Some(d.clone());
-                d
+                let Some(dec) = e.fresh_decoder() else {
+                    return;
+                };
+                let md = e.input_metadata();
+                // The output too, so replies to what the socket reads itself can go directly.
+                let tx = self.direct_tx(r);
+                let Some(p) = self.pipe.as_ref() else {
+                    return;
+                };
+                let x = Arc::new(DirectRx::new(
+                    fd,
+                    md,
+                    dec,
+                    tx,
+                    self.target(r, token),
+                    crate::direct::IoRegistration {
+                        progress: r.shared.progress.clone(),
+                    },
+                ));
+                p.to_socket.set_direct_rx(Some(x.clone()));
+                self.rx = Some(x.clone());
+                x
             }
         };
-        d.grant();
+        rx.offer();
+    }
+
+    /// Takes the connection's input back from the pipe's reader before reading; false while
+    /// the reader holds it.
+    fn rx_reclaim(&mut self) -> bool {
+        let Some(rx) = self.rx.as_ref() else {
+            return true;
+        };
+        match rx.reclaim() {
+            None => false,
+            Some(None) => true,
+            Some(Some(dec)) => {
+                if let Some(old) = self.engine.as_mut().and_then(|e| e.swap_input_decoder(dec)) {
+                    rx.keep_spare(old);
+                }
+                true
+            }
+        }
+    }
+
+    /// The connection is ending: its input is never offered again (a reader holding it is
+    /// woken and waited for).
+    fn rx_kill(&mut self) {
+        if let Some(rx) = self.rx.take() {
+            let pipe = self.pipe.as_ref();
+            rx.kill(|| {
+                if let Some(p) = pipe {
+                    p.to_socket.poke_reader();
+                }
+            });
+            if let Some(p) = self.pipe.as_ref() {
+                p.to_socket.set_direct_rx(None);
+            }
+        }
+    }
+
+    /// The engine's stream is gone from the I/O thread's count of connections.
+    fn uncount(&mut self, r: &Reactor) {
+        if self.counted {
+            self.counted = false;
+            r.shared.progress.streams.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 
     /// The connection is ending: its output is never granted again.
     fn direct_kill(&mut self) {
+        self.rx_kill();
         if let Some(d) = self.direct.take() {
             d.kill();
             if let Some(e) = self.engine.as_mut() {
@@ -853,6 +957,8 @@ impl Reactor {
                         rdma_required,
                         zap: None,
                         direct: None,
+                        rx: None,
+                        counted: false,
                         last_moved: 0,
                     };
                     let _ = peer_ip;
@@ -1080,6 +1186,10 @@ impl Session {
             return self.broken(r, token, Closed::Local);
         }
         self.registered = true;
+        if !self.counted {
+            self.counted = true;
+            r.shared.progress.streams.fetch_add(1, Ordering::SeqCst);
+        }
         if let Some(at) = e.proto.poll_timeout() {
             r.schedule(at, token);
         }
@@ -1459,7 +1569,10 @@ impl Session {
         if let Some(e) = self.engine.as_ref() {
             // Reading resumes only where it had stopped for the socket's pipe; otherwise the
             // stream's own readiness drives reads (no speculative read per outgoing message).
-            if e.stalled.is_some() || e.read_pending {
+            if e.stalled.is_some()
+                || e.read_pending
+                || self.rx.as_ref().is_some_and(|x| x.handed_back())
+            {
                 if let Some(f) = self.pump_in(r, token, false) {
                     return f;
                 }
@@ -1509,6 +1622,10 @@ impl Session {
         // Output is granted when input arrives (a reply), before it is delivered: an
         // application woken by it sends its next request itself, without waiting for this turn
         // to end. Streams of sends with nothing coming back keep the I/O thread's batching.
+        if !self.rx_reclaim() {
+            // The socket is reading the stream itself; it looks again when it lets go.
+            return None;
+        }
         self.direct_grant(r);
         let now = Instant::now();
         let mut newly_ready: Option<zmtp::Peer> = None;
@@ -1566,6 +1683,12 @@ impl Session {
                     if let Some(at) = e.proto.poll_timeout() {
                         r.schedule(at, token);
                     }
+                }
+                if self.zap.is_none() {
+                    // The reply to what was just delivered may come straight back: output to
+                    // the writer, input to the reader, each when idle.
+                    self.direct_grant(r);
+                    self.rx_offer(r, token);
                 }
                 self.service_zap(r, token)
             }
@@ -1651,7 +1774,7 @@ impl Session {
         if let (Some(d), Some(p)) = (&self.direct, &self.pipe) {
             // Output granted, nothing queued anywhere: leave it to the writer (a readiness
             // event is no reason to take it back).
-            if d.granted() && !engine.has_output() && p.from_socket.is_idle() {
+            if d.left_to_writer() && !engine.has_output() && p.from_socket.is_idle() {
                 return None;
             }
         }
@@ -1676,7 +1799,18 @@ impl Session {
         let progress = engine.on_writable(&mut next);
         r.shared.work.fetch_sub(1, Ordering::SeqCst);
         match progress {
-            Progress::Open => None,
+            Progress::Open => {
+                // All written, nothing queued, at most one message moved: output is idle, and a
+                // reply to input the socket reads itself may go out directly.
+                if let (Some(d), Some(e), Some(p)) =
+                    (&self.direct, self.engine.as_ref(), self.pipe.as_ref())
+                {
+                    if self.last_moved <= 1 && e.direct_capable() && p.from_socket.is_idle() {
+                        d.park();
+                    }
+                }
+                None
+            }
             Progress::Closed(c) => Some(self.broken(r, token, c)),
         }
     }
@@ -1687,6 +1821,7 @@ impl Session {
         let Some(mut e) = self.engine.take() else {
             return Fate::Keep;
         };
+        self.uncount(r);
         let fd = e.fd();
         let _ = r.poll.registry().deregister(e.stream.source());
         end_alt(r, &mut e, &why);
@@ -1754,6 +1889,7 @@ impl Session {
     fn teardown(&mut self, r: &mut Reactor, token: u64) {
         self.direct_kill();
         if let Some(mut e) = self.engine.take() {
+            self.uncount(r);
             let _ = r.poll.registry().deregister(e.stream.source());
             end_alt(r, &mut e, &Closed::Local);
             if self.handshaken || self.connect.is_none() {

@@ -294,6 +294,15 @@ impl PipeTable {
         self.entries.keys().copied().collect()
     }
 
+    /// The id of the only attached pipe, if exactly one is attached.
+    pub fn only(&self) -> Option<PipeId> {
+        if self.entries.len() == 1 {
+            self.entries.keys().next().copied()
+        } else {
+            None
+        }
+    }
+
     /// Number of attached pipes.
     pub fn len(&self) -> usize {
         self.entries.len()

@@ -117,6 +117,8 @@ pub(crate) struct Decoder {
     maxmsgsize: i64,
     /// CURVE hook: opens every frame once the CURVE handshake is done.
     opener: Option<Box<Opener>>,
+    /// Frames decoded and given back ([`Decoder::unread`]): returned again, in order, first.
+    unread: VecDeque<(u8, Msg)>,
 }
 
 impl Batch {
@@ -214,7 +216,33 @@ impl Decoder {
             direct: None,
             maxmsgsize,
             opener: None,
+            unread: VecDeque::new(),
         }
+    }
+
+    /// A fresh decoder with the same limits (no CURVE hook).
+    pub(crate) fn fresh(&self) -> Decoder {
+        Decoder::new(self.maxmsgsize)
+    }
+
+    /// Gives decoded frames back: the next [`Decoder::next_frame`] calls return them again, in
+    /// order, before anything still undecoded.
+    pub(crate) fn unread(&mut self, frames: impl IntoIterator<Item = (u8, Msg)>) {
+        let mut back: Vec<(u8, Msg)> = frames.into_iter().collect();
+        while let Some(f) = back.pop() {
+            self.unread.push_front(f);
+        }
+    }
+
+    /// True when nothing received is left undecoded or given back: the next byte read starts a
+    /// frame.
+    pub(crate) fn is_clean(&self) -> bool {
+        self.unread.is_empty() && self.direct.is_none() && self.buffered() == 0
+    }
+
+    /// True once a CURVE hook is set.
+    pub(crate) fn has_opener(&self) -> bool {
+        self.opener.is_some()
     }
 
     /// CURVE hook: from now on every frame is a `MESSAGE` to open.
@@ -283,6 +311,9 @@ impl Decoder {
     /// The next complete frame: its flags (MORE, COMMAND) and body; `Ok(None)` until one is complete.
     /// After [`Decoder::set_opener`], the frame opened from its CURVE `MESSAGE`.
     pub(crate) fn next_frame(&mut self) -> Result<Option<(u8, Msg)>, ZmtpError> {
+        if !self.unread.is_empty() {
+            return Ok(self.unread.pop_front());
+        }
         let frame = self.next_wire_frame()?;
         match (self.opener.as_mut(), frame) {
             (Some(o), Some((_, m))) => o.open(m).map(Some),

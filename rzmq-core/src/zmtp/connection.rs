@@ -901,4 +901,32 @@ impl Connection {
     pub fn recv_allocated(&self) -> usize {
         self.dec.allocated()
     }
+
+    /// Whether another thread may read and decode this session's input for a while (see
+    /// [`crate::direct`]): ready, no CURVE, nothing received left undecoded, and no timer that
+    /// input resets (heartbeat timeout, the peer's TTL).
+    pub(crate) fn input_idle(&self) -> bool {
+        self.is_ready()
+            && self.dec.is_clean()
+            && !self.dec.has_opener()
+            && self.timeout_deadline.is_none()
+            && self.ttl_deadline.is_none()
+            && self.cfg.heartbeat_ivl.is_none()
+    }
+
+    /// The properties attached to every message received (once ready).
+    pub(crate) fn metadata(&self) -> Option<Arc<Metadata>> {
+        self.md.clone()
+    }
+
+    /// A fresh decoder with this session's limits.
+    pub(crate) fn fresh_decoder(&self) -> Decoder {
+        self.dec.fresh()
+    }
+
+    /// Puts `dec` in place of the session's decoder (input another thread decoded part of),
+    /// returning the one it replaces.
+    pub(crate) fn swap_decoder(&mut self, dec: Decoder) -> Decoder {
+        std::mem::replace(&mut self.dec, dec)
+    }
 }

@@ -1,0 +1,234 @@
+//! Direct receives (rzmq_core::direct::DirectRx): a socket blocked in a receive reads and
+//! decodes its only connection's input itself. What arrives must come out whole and in order
+//! whether the socket or the I/O thread read it: frames cut across reads, multipart messages,
+//! commands the I/O thread must answer (PING), a peer that dies mid-frame or sends garbage,
+//! and a context shut down under a blocked receive.
+//!
+//! One test function, run scenario by scenario: the counters it checks are per process.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rzmq_core::options as opt;
+use rzmq_core::{Context, Error, Msg, Socket, SocketType};
+use rzmq_tests::{payload, TIMEOUT_MS};
+
+fn greeting() -> Vec<u8> {
+    let mut g = vec![0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 1];
+    let mut mech = [0u8; 20];
+    mech[..4].copy_from_slice(b"NULL");
+    g.extend_from_slice(&mech);
+    g.push(0);
+    g.extend_from_slice(&[0u8; 31]);
+    g
+}
+
+fn ready(socket_type: &[u8]) -> Vec<u8> {
+    let mut body = vec![5];
+    body.extend_from_slice(b"READY");
+    body.push(11);
+    body.extend_from_slice(b"Socket-Type");
+    body.extend_from_slice(&(socket_type.len() as u32).to_be_bytes());
+    body.extend_from_slice(socket_type);
+    let mut f = vec![0x04, body.len() as u8];
+    f.extend_from_slice(&body);
+    f
+}
+
+fn short_frame(more: bool, body: &[u8]) -> Vec<u8> {
+    assert!(body.len() < 256);
+    let mut f = vec![u8::from(more), body.len() as u8];
+    f.extend_from_slice(body);
+    f
+}
+
+fn sock(ctx: &Context, ty: SocketType, rcvtimeo: i32) -> Socket {
+    rzmq_core::direct::set_enabled(true);
+    let mut s = ctx.socket(ty).unwrap();
+    s.set_option_i32(opt::RCVTIMEO, rcvtimeo).unwrap();
+    s.set_option_i32(opt::SNDTIMEO, TIMEOUT_MS).unwrap();
+    s.set_option_i32(opt::LINGER, 1000).unwrap();
+    s
+}
+
+fn recv_all(s: &mut Socket) -> Vec<Vec<u8>> {
+    s.recv_multipart(0)
+        .unwrap()
+        .into_iter()
+        .map(|m: Msg| m.data().to_vec())
+        .collect()
+}
+
+/// A hand-written ZMTP peer: frames cut anywhere, a PING among them, then garbage or a cut.
+fn raw_peer_scenario(end_with_garbage: bool) {
+    let ctx = Context::new();
+    let mut pull = sock(&ctx, SocketType::Pull, 3000);
+    pull.bind("tcp://127.0.0.1:*").unwrap();
+    let port: u16 = pull
+        .last_endpoint()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut peer = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    peer.set_nodelay(true).unwrap();
+    let mut hello = greeting();
+    hello.extend_from_slice(&ready(b"PUSH"));
+    peer.write_all(&hello).unwrap();
+    // Everything the server writes to the peer, collected.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let reader = {
+        let mut r = peer.try_clone().unwrap();
+        let seen = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = r.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let long = payload(300, 7);
+    let writer = {
+        let mut w = peer.try_clone().unwrap();
+        let long = long.clone();
+        std::thread::spawn(move || {
+            let pause = || std::thread::sleep(Duration::from_millis(60));
+            pause();
+            w.write_all(&short_frame(false, b"one")).unwrap();
+            pause();
+            // A long frame cut after its header and part of its body.
+            let mut f = vec![0x02];
+            f.extend_from_slice(&(long.len() as u64).to_be_bytes());
+            f.extend_from_slice(&long[..100]);
+            w.write_all(&f).unwrap();
+            pause();
+            let mut rest = long[100..].to_vec();
+            // Then a multipart message whose first frame arrives with the body's rest.
+            rest.extend_from_slice(&short_frame(true, b"a"));
+            w.write_all(&rest).unwrap();
+            pause();
+            w.write_all(&short_frame(false, b"b")).unwrap();
+            pause();
+            // A PING: the I/O thread must answer it with a PONG carrying the context.
+            let mut ping = vec![0x04, 10, 4];
+            ping.extend_from_slice(b"PING");
+            ping.extend_from_slice(&[0, 0]);
+            ping.extend_from_slice(b"ctx");
+            ping.extend_from_slice(&short_frame(false, b"after-ping"));
+            w.write_all(&ping).unwrap();
+            pause();
+            if end_with_garbage {
+                // Reserved flag bits: a protocol error, the connection is closed.
+                w.write_all(&[0xF0, 1, b'x']).unwrap();
+            } else {
+                // Half a frame, then the peer is gone.
+                w.write_all(&[0x00, 50, b'c', b'u', b't']).unwrap();
+                pause();
+                w.shutdown(std::net::Shutdown::Both).unwrap();
+            }
+        })
+    };
+    assert_eq!(recv_all(&mut pull), vec![b"one".to_vec()]);
+    assert_eq!(recv_all(&mut pull), vec![long]);
+    assert_eq!(recv_all(&mut pull), vec![b"a".to_vec(), b"b".to_vec()]);
+    assert_eq!(recv_all(&mut pull), vec![b"after-ping".to_vec()]);
+    // Nothing else is delivered: the cut frame or the garbage ends the connection.
+    assert_eq!(pull.recv_msg(0).unwrap_err(), Error::Again);
+    writer.join().unwrap();
+    reader.join().unwrap();
+    let pong = {
+        let mut f = vec![0x04, 8, 4];
+        f.extend_from_slice(b"PONGctx");
+        f
+    };
+    let seen = seen.lock().unwrap();
+    assert!(
+        seen.windows(pong.len()).any(|w| w == &pong[..]),
+        "the PING was not answered"
+    );
+    // The socket still serves: a new peer's messages arrive.
+    let ctx2 = Context::new();
+    let mut push = sock(&ctx2, SocketType::Push, TIMEOUT_MS);
+    push.connect(pull.last_endpoint()).unwrap();
+    push.send(&b"later"[..], 0).unwrap();
+    assert_eq!(recv_all(&mut pull), vec![b"later".to_vec()]);
+}
+
+/// Request/reply between two contexts (each connection alone on its I/O thread): replies
+/// and requests of every size, multipart ones among them, come back whole and in order.
+fn req_rep_scenario() {
+    let ctx_a = Context::new();
+    let ctx_b = Context::new();
+    let mut rep = sock(&ctx_a, SocketType::Rep, TIMEOUT_MS);
+    rep.bind("tcp://127.0.0.1:*").unwrap();
+    let ep = rep.last_endpoint().to_string();
+    let server = std::thread::spawn(move || {
+        for _ in 0..300 {
+            let mut parts = recv_all(&mut rep);
+            parts.reverse();
+            rep.send_multipart(parts.iter().map(|p| &p[..]), 0).unwrap();
+        }
+        rep
+    });
+    let mut req = sock(&ctx_b, SocketType::Req, TIMEOUT_MS);
+    req.connect(&ep).unwrap();
+    for i in 0..300u32 {
+        let size = [0usize, 5, 200, 256, 3000, 40_000, 300_000][i as usize % 7];
+        let mut frames = vec![i.to_be_bytes().to_vec(), payload(size, i as u8)];
+        if i % 3 == 0 {
+            frames.push(b"tail".to_vec());
+        }
+        req.send_multipart(frames.iter().map(|f| &f[..]), 0)
+            .unwrap();
+        frames.reverse();
+        assert_eq!(recv_all(&mut req), frames, "reply {i}");
+    }
+    drop(server.join().unwrap());
+}
+
+/// A receive blocked on the connection's input wakes with ETERM when the context shuts down.
+fn shutdown_scenario() {
+    let ctx_a = Context::new();
+    let ctx_b = Context::new();
+    let mut pull = sock(&ctx_a, SocketType::Pull, -1);
+    pull.bind("tcp://127.0.0.1:*").unwrap();
+    let mut push = sock(&ctx_b, SocketType::Push, TIMEOUT_MS);
+    push.connect(pull.last_endpoint()).unwrap();
+    push.send(&b"first"[..], 0).unwrap();
+    assert_eq!(recv_all(&mut pull), vec![b"first".to_vec()]);
+    let blocked = std::thread::spawn(move || {
+        let r = pull.recv_msg(0).map(|m| m.data().to_vec());
+        drop(pull);
+        r
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    ctx_a.shutdown();
+    assert_eq!(blocked.join().unwrap().unwrap_err(), Error::Term);
+}
+
+#[test]
+fn direct_receives_deliver_whole_messages_in_order() {
+    let (got0, back0) = rzmq_core::direct::rx_stats();
+    req_rep_scenario();
+    let (got1, _) = rzmq_core::direct::rx_stats();
+    assert!(
+        got1 - got0 >= 300,
+        "only {} receives went directly",
+        got1 - got0
+    );
+    raw_peer_scenario(false);
+    raw_peer_scenario(true);
+    let (got2, back2) = rzmq_core::direct::rx_stats();
+    assert!(
+        got2 > got1,
+        "the raw peer's messages were all read by the I/O thread"
+    );
+    assert!(back2 > back0, "input never went back to the I/O thread");
+    shutdown_scenario();
+}
