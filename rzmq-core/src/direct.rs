@@ -26,7 +26,8 @@
 //!
 //! **Direct receives** ([`DirectRx`]) are the other half. When the I/O thread has delivered
 //! everything it read from a connection and the connection is idle (plain ZMTP, no CURVE, no
-//! heartbeat timers, no alternative path, not a SUB/XSUB, not conflating), it *offers* the input.
+//! heartbeat timers, no alternative path, not a SUB/XSUB, not conflating, no multipart message
+//! half delivered), it *offers* the input.
 //! A socket blocked in a receive whose only pipe is that connection's, with nothing queued,
 //! *claims* it and waits on the stream's fd together with its own mailbox; when bytes arrive it
 //! reads and decodes them on its own thread (a decoder of its own, with the connection's

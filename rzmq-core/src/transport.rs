@@ -567,7 +567,12 @@ impl Session {
         };
         if !crate::direct::rx_enabled()
             || !self.handshaken
-            || self.pipe.as_ref().is_none_or(|p| p.to_socket.conflates())
+            // Not in the middle of a multipart message: its first frames wait in the pipe's
+            // writer for the last, which the socket must not read past them.
+            || self
+                .pipe
+                .as_ref()
+                .is_none_or(|p| p.to_socket.conflates() || p.to_socket.in_multipart())
             || !e.input_offerable()
         {
             return;
@@ -1684,9 +1689,10 @@ impl Session {
                         r.schedule(at, token);
                     }
                 }
-                if self.zap.is_none() {
+                if self.zap.is_none() && r.shared.progress.streams.load(Ordering::SeqCst) == 1 {
                     // The reply to what was just delivered may come straight back: output to
-                    // the writer, input to the reader, each when idle.
+                    // the writer, input to the reader, each when idle (only a connection alone
+                    // on its I/O thread is read by its socket, see crate::direct).
                     self.direct_grant(r);
                     self.rx_offer(r, token);
                 }
@@ -1802,9 +1808,12 @@ impl Session {
             Progress::Open => {
                 // All written, nothing queued, at most one message moved: output is idle, and a
                 // reply to input the socket reads itself may go out directly.
-                if let (Some(d), Some(e), Some(p)) =
-                    (&self.direct, self.engine.as_ref(), self.pipe.as_ref())
-                {
+                if let (Some(d), Some(e), Some(p), Some(_)) = (
+                    &self.direct,
+                    self.engine.as_ref(),
+                    self.pipe.as_ref(),
+                    self.rx.as_ref(),
+                ) {
                     if self.last_moved <= 1 && e.direct_capable() && p.from_socket.is_idle() {
                         d.park();
                     }

@@ -99,6 +99,12 @@ fn raw_peer_scenario(end_with_garbage: bool) {
         let long = long.clone();
         std::thread::spawn(move || {
             let pause = || std::thread::sleep(Duration::from_millis(60));
+            // The first frame of a multipart message while the socket is not receiving (the
+            // I/O thread reads it and holds it for the rest), the last one once it is: the
+            // socket must not read the rest past the frame the I/O thread holds.
+            w.write_all(&short_frame(true, b"p")).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            w.write_all(&short_frame(false, b"q")).unwrap();
             pause();
             w.write_all(&short_frame(false, b"one")).unwrap();
             pause();
@@ -134,6 +140,8 @@ fn raw_peer_scenario(end_with_garbage: bool) {
             }
         })
     };
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(recv_all(&mut pull), vec![b"p".to_vec(), b"q".to_vec()]);
     assert_eq!(recv_all(&mut pull), vec![b"one".to_vec()]);
     assert_eq!(recv_all(&mut pull), vec![long]);
     assert_eq!(recv_all(&mut pull), vec![b"a".to_vec(), b"b".to_vec()]);
