@@ -74,22 +74,28 @@ const DIRECT_MAX_FRAMES: usize = 16;
 /// 0: not decided yet, 1: on, 2: off.
 static ENABLED: AtomicU8 = AtomicU8::new(0);
 
-/// Whether direct sends are on (first call reads `RZMQ_DIRECT`; `0` turns them off).
-pub fn enabled() -> bool {
-    match ENABLED.load(Ordering::Relaxed) {
+/// An on/off switch read once from the environment variable `name` (`0`: off, else on),
+/// unless set before; `cell` holds 0 (not decided yet), 1 (on) or 2 (off).
+fn switch(cell: &AtomicU8, name: &str) -> bool {
+    match cell.load(Ordering::Relaxed) {
         1 => true,
         2 => false,
         _ => {
-            let on = std::env::var("RZMQ_DIRECT").map_or(true, |v| v != "0");
-            let _ = ENABLED.compare_exchange(
+            let on = std::env::var(name).map_or(true, |v| v != "0");
+            let _ = cell.compare_exchange(
                 0,
                 if on { 1 } else { 2 },
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             );
-            ENABLED.load(Ordering::Relaxed) == 1
+            cell.load(Ordering::Relaxed) == 1
         }
     }
+}
+
+/// Whether direct sends are on (first call reads `RZMQ_DIRECT`; `0` turns them off).
+pub fn enabled() -> bool {
+    switch(&ENABLED, "RZMQ_DIRECT")
 }
 
 /// 0: not decided yet, 1: on, 2: off.
@@ -98,20 +104,7 @@ static RX_ENABLED: AtomicU8 = AtomicU8::new(0);
 /// Whether direct receives are on, besides [`enabled`]: by default; `RZMQ_DIRECT_RX=0` turns
 /// them off alone (first call reads it).
 pub fn rx_enabled() -> bool {
-    match RX_ENABLED.load(Ordering::Relaxed) {
-        1 => enabled(),
-        2 => false,
-        _ => {
-            let on = std::env::var("RZMQ_DIRECT_RX").map_or(true, |v| v != "0");
-            let _ = RX_ENABLED.compare_exchange(
-                0,
-                if on { 1 } else { 2 },
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            );
-            RX_ENABLED.load(Ordering::Relaxed) == 1 && enabled()
-        }
-    }
+    switch(&RX_ENABLED, "RZMQ_DIRECT_RX") && enabled()
 }
 
 /// Turns direct sends on or off for connections that go idle from now on.

@@ -30,6 +30,30 @@ pub fn payload(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
+/// A ZMTP 3.1 greeting for `mechanism` (as-server 0), as a hand-written peer sends it.
+pub fn zmtp_greeting(mechanism: &[u8]) -> Vec<u8> {
+    let mut g = vec![0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 1];
+    let mut mech = [0u8; 20];
+    mech[..mechanism.len()].copy_from_slice(mechanism);
+    g.extend_from_slice(&mech);
+    g.push(0);
+    g.extend_from_slice(&[0u8; 31]);
+    g
+}
+
+/// A NULL-mechanism READY command frame with only the `Socket-Type` property.
+pub fn zmtp_ready(socket_type: &[u8]) -> Vec<u8> {
+    let mut body = vec![5];
+    body.extend_from_slice(b"READY");
+    body.push(11);
+    body.extend_from_slice(b"Socket-Type");
+    body.extend_from_slice(&(socket_type.len() as u32).to_be_bytes());
+    body.extend_from_slice(socket_type);
+    let mut f = vec![0x04, body.len() as u8];
+    f.extend_from_slice(&body);
+    f
+}
+
 /// Receive timeout used by tests so a bug fails instead of hanging (ms).
 pub const TIMEOUT_MS: i32 = 10_000;
 

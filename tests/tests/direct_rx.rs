@@ -13,29 +13,7 @@ use std::time::Duration;
 
 use rzmq_core::options as opt;
 use rzmq_core::{Context, Error, Msg, Socket, SocketType};
-use rzmq_tests::{payload, TIMEOUT_MS};
-
-fn greeting() -> Vec<u8> {
-    let mut g = vec![0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 1];
-    let mut mech = [0u8; 20];
-    mech[..4].copy_from_slice(b"NULL");
-    g.extend_from_slice(&mech);
-    g.push(0);
-    g.extend_from_slice(&[0u8; 31]);
-    g
-}
-
-fn ready(socket_type: &[u8]) -> Vec<u8> {
-    let mut body = vec![5];
-    body.extend_from_slice(b"READY");
-    body.push(11);
-    body.extend_from_slice(b"Socket-Type");
-    body.extend_from_slice(&(socket_type.len() as u32).to_be_bytes());
-    body.extend_from_slice(socket_type);
-    let mut f = vec![0x04, body.len() as u8];
-    f.extend_from_slice(&body);
-    f
-}
+use rzmq_tests::{payload, zmtp_greeting, zmtp_ready as ready, TIMEOUT_MS};
 
 fn short_frame(more: bool, body: &[u8]) -> Vec<u8> {
     assert!(body.len() < 256);
@@ -75,7 +53,7 @@ fn raw_peer_scenario(end_with_garbage: bool) {
         .unwrap();
     let mut peer = TcpStream::connect(("127.0.0.1", port)).unwrap();
     peer.set_nodelay(true).unwrap();
-    let mut hello = greeting();
+    let mut hello = zmtp_greeting(b"NULL");
     hello.extend_from_slice(&ready(b"PUSH"));
     peer.write_all(&hello).unwrap();
     // Everything the server writes to the peer, collected.

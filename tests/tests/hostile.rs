@@ -8,29 +8,7 @@ use std::time::Duration;
 use rzmq_core::monitor;
 use rzmq_core::options as opt;
 use rzmq_core::{Context, Socket, SocketType};
-use rzmq_tests::TIMEOUT_MS;
-
-fn greeting(mechanism: &[u8]) -> Vec<u8> {
-    let mut g = vec![0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 1];
-    let mut mech = [0u8; 20];
-    mech[..mechanism.len()].copy_from_slice(mechanism);
-    g.extend_from_slice(&mech);
-    g.push(0);
-    g.extend_from_slice(&[0u8; 31]);
-    g
-}
-
-fn ready(socket_type: &[u8]) -> Vec<u8> {
-    let mut body = vec![5];
-    body.extend_from_slice(b"READY");
-    body.push(11);
-    body.extend_from_slice(b"Socket-Type");
-    body.extend_from_slice(&(socket_type.len() as u32).to_be_bytes());
-    body.extend_from_slice(socket_type);
-    let mut f = vec![0x04, body.len() as u8];
-    f.extend_from_slice(&body);
-    f
-}
+use rzmq_tests::{zmtp_greeting as greeting, zmtp_ready as ready, TIMEOUT_MS};
 
 struct Server {
     _ctx: Context,
