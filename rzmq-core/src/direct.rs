@@ -403,24 +403,6 @@ pub enum Received {
     HandedBack,
 }
 
-/// What direct receives need to know of an I/O thread.
-#[derive(Default)]
-pub(crate) struct IoProgress {
-    /// Connections (streams) registered with the thread. Input is taken by a reader only while
-    /// its connection is the thread's only one: with others, input that arrived on them first
-    /// could still be on its way through the thread when the reader returns what it read
-    /// itself, while libzmq, whose one thread reads both in turn, never lets the later one
-    /// overtake (pyzmq's monitored-queue test depends on it: a subscription must take effect
-    /// before the message that follows it on another connection is forwarded).
-    pub streams: AtomicUsize,
-}
-
-/// The I/O thread a connection belongs to.
-pub(crate) struct IoRegistration {
-    /// The thread's state.
-    pub progress: Arc<IoProgress>,
-}
-
 /// The decoders a direct receive uses and hands over.
 struct RxDecoders {
     /// The reader's own decoder while input is the reader's, or kept for its next turn.
@@ -450,20 +432,26 @@ pub struct DirectRx {
     tx: Option<Arc<DirectTx>>,
     /// The I/O thread's session, woken when input comes back to it.
     io: crate::pipe::Target,
-    /// The connection's I/O thread.
-    reg: IoRegistration,
+    /// Connections (streams) registered with the connection's I/O thread. Input is taken by a
+    /// reader only while its connection is the thread's only one: with others, input that
+    /// arrived on them first could still be on its way through the thread when the reader
+    /// returns what it read itself, while libzmq, whose one thread reads both in turn, never
+    /// lets the later one overtake (pyzmq's monitored-queue test depends on it: a subscription
+    /// must take effect before the message that follows it on another connection is forwarded).
+    io_streams: Arc<AtomicUsize>,
 }
 
 impl DirectRx {
     /// Input of the stream `fd`, whose messages carry `metadata`; `decoder` is a fresh decoder
-    /// with the connection's limits, `tx` its output (if shared) and `io` the session to wake.
+    /// with the connection's limits, `tx` its output (if shared), `io` the session to wake and
+    /// `io_streams` the count of its I/O thread's connections.
     pub(crate) fn new(
         fd: RawFd,
         metadata: Option<Arc<crate::msg::Metadata>>,
         decoder: crate::zmtp::codec::Decoder,
         tx: Option<Arc<DirectTx>>,
         io: crate::pipe::Target,
-        reg: IoRegistration,
+        io_streams: Arc<AtomicUsize>,
     ) -> DirectRx {
         DirectRx {
             fd,
@@ -476,7 +464,7 @@ impl DirectRx {
             metadata,
             tx,
             io,
-            reg,
+            io_streams,
         }
     }
 
@@ -578,16 +566,11 @@ impl DirectRx {
         self.handed.load(Ordering::Acquire)
     }
 
-    /// True once the connection ended.
-    pub fn is_dead(&self) -> bool {
-        self.state.load(Ordering::Relaxed) == RX_DEAD
-    }
-
     /// Reader, blocked in a receive with nothing queued: takes input if it is offered. The
     /// caller must then check its pipe once more (messages delivered before the offer), and
     /// call [`DirectRx::release`] before it returns.
     pub fn claim(&self) -> bool {
-        if self.reg.progress.streams.load(Ordering::SeqCst) != 1 {
+        if self.io_streams.load(Ordering::SeqCst) != 1 {
             return false;
         }
         self.state
@@ -608,6 +591,7 @@ impl DirectRx {
             return Received::HandedBack;
         };
         let before = out.len();
+        // Frames of a multipart message not complete yet (allocated only for multipart).
         let mut partial: Vec<(u8, Msg)> = Vec::new();
         let mut total = 0usize;
         let back = loop {
@@ -645,9 +629,12 @@ impl DirectRx {
                         let more = flags & FLAG_MORE != 0;
                         m.set_more(more);
                         m.set_metadata(self.metadata.clone());
-                        partial.push((flags, m));
-                        if !more {
+                        if more {
+                            partial.push((flags, m));
+                        } else {
+                            // A whole message: its earlier frames (if any), then this one.
                             out.extend(partial.drain(..).map(|(_, m)| m));
+                            out.push(m);
                         }
                     }
                     Ok(None) => break,
@@ -670,7 +657,7 @@ impl DirectRx {
             }
         };
         // Frames of a message not complete yet are decoded again later.
-        dec.unread(partial);
+        dec.unread(&mut partial);
         if out.len() > before {
             RECEIVED.fetch_add(1, Ordering::Relaxed);
             if let Some(tx) = &self.tx {

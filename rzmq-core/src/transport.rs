@@ -71,8 +71,9 @@ struct IoShared {
     /// pipe to its connection: while non-zero, direct sends wait their turn (see
     /// [`crate::direct`]).
     work: Arc<AtomicUsize>,
-    /// What direct receives need to know of the thread (see [`crate::direct`]).
-    progress: Arc<crate::direct::IoProgress>,
+    /// Connections (streams) registered with the thread: direct receives take input only from
+    /// a connection alone on its thread (see [`crate::direct::DirectRx`]).
+    streams: Arc<AtomicUsize>,
 }
 
 impl IoShared {
@@ -107,7 +108,7 @@ impl IoThread {
             mailbox: crate::signal::Mailbox::new()?,
             next_token: std::sync::atomic::AtomicU64::new(1),
             work: Arc::new(AtomicUsize::new(0)),
-            progress: Arc::new(crate::direct::IoProgress::default()),
+            streams: Arc::new(AtomicUsize::new(0)),
         });
         let poll = Poll::new().map_err(Error::from)?;
         let s2 = shared.clone();
@@ -505,7 +506,7 @@ struct Session {
     last_moved: usize,
     /// The connection's input as shared with the pipe's reader (see [`crate::direct`]).
     rx: Option<Arc<DirectRx>>,
-    /// The engine's stream is counted in its I/O thread's `IoProgress::streams`.
+    /// The engine's stream is counted in its I/O thread's `IoShared::streams`.
     counted: bool,
 }
 
@@ -595,9 +596,7 @@ impl Session {
                     dec,
                     tx,
                     self.target(r, token),
-                    crate::direct::IoRegistration {
-                        progress: r.shared.progress.clone(),
-                    },
+                    r.shared.streams.clone(),
                 ));
                 p.to_socket.set_direct_rx(Some(x.clone()));
                 self.rx = Some(x.clone());
@@ -645,7 +644,7 @@ impl Session {
     fn uncount(&mut self, r: &Reactor) {
         if self.counted {
             self.counted = false;
-            r.shared.progress.streams.fetch_sub(1, Ordering::SeqCst);
+            r.shared.streams.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
@@ -1193,7 +1192,7 @@ impl Session {
         self.registered = true;
         if !self.counted {
             self.counted = true;
-            r.shared.progress.streams.fetch_add(1, Ordering::SeqCst);
+            r.shared.streams.fetch_add(1, Ordering::SeqCst);
         }
         if let Some(at) = e.proto.poll_timeout() {
             r.schedule(at, token);
@@ -1689,7 +1688,7 @@ impl Session {
                         r.schedule(at, token);
                     }
                 }
-                if self.zap.is_none() && r.shared.progress.streams.load(Ordering::SeqCst) == 1 {
+                if self.zap.is_none() && r.shared.streams.load(Ordering::SeqCst) == 1 {
                     // The reply to what was just delivered may come straight back: output to
                     // the writer, input to the reader, each when idle (only a connection alone
                     // on its I/O thread is read by its socket, see crate::direct).

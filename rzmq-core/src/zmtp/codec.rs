@@ -227,9 +227,9 @@ impl Decoder {
 
     /// Gives decoded frames back: the next [`Decoder::next_frame`] calls return them again, in
     /// order, before anything still undecoded.
-    pub(crate) fn unread(&mut self, frames: impl IntoIterator<Item = (u8, Msg)>) {
-        let mut back: Vec<(u8, Msg)> = frames.into_iter().collect();
-        while let Some(f) = back.pop() {
+    /// `frames` is left empty.
+    pub(crate) fn unread(&mut self, frames: &mut Vec<(u8, Msg)>) {
+        while let Some(f) = frames.pop() {
             self.unread.push_front(f);
         }
     }
