@@ -13,7 +13,11 @@ with the same command line and output:
   `transport rdma/soft`;
 - `omq`, `zeromq-rs`, `rzmq-crate`: omq.rs, zmq.rs and the crates.io `rzmq` crate through
   `benches/peers` (a separate cargo project, outside the workspace's dependencies); skipped with
-  a note when it does not build.
+  a note when it does not build;
+- `raw`: no ZeroMQ at all, the ceiling (`benches/raw/raw_perf.c`): the same roles over plain
+  blocking sockets with ZMTP-like framing, reusing one buffer per side, batching small messages
+  into 256 KiB writes. Not a competitor: what the kernel's copies and one wake-up per batch or per
+  round trip cost on this machine.
 
 Every configuration runs once per round, alternating, for several rounds; the table shows medians
 and the ratio to libzmq, and is written (with the machine, versions and commands) into
@@ -29,6 +33,7 @@ PEERS = os.path.join(ROOT, "benches", "peers")
 EXAMPLES = os.path.join(ROOT, "target", "release", "examples")
 PEER_BIN = os.path.join(PEERS, "target", "release")
 LIBZMQ_SO = os.path.join(ROOT, "target", "release", "libzmq.so")
+RAW_PERF = os.path.join(BUILD, "raw_perf")
 
 ROLES = ["local_thr", "remote_thr", "local_lat", "remote_lat", "inproc_thr", "inproc_lat"]
 RDMA_ENV = {"RZMQ_RDMA": "require", "RZMQ_RDMA_PROVIDER": "soft", "RZMQ_RDMA_LOG": "1"}
@@ -78,6 +83,7 @@ def build(notes):
         out = os.path.join(BUILD, "libzmq_" + t)
         if not os.path.exists(out):
             sh(["g++", "-O2", "-I", BUILD, "-o", out, os.path.join(perf, t + ".cpp"), "-lzmq", "-lpthread"])
+    sh(["cc", "-O2", "-o", RAW_PERF, os.path.join(ROOT, "benches", "raw", "raw_perf.c")])
     sh(["cargo", "build", "--release", "-p", "rzmq-capi"], cwd=ROOT)
     sh(["cargo", "build", "--release", "-p", "rzmq-core", "-p", "rzmq-benches", "--examples"], cwd=ROOT)
     try:
@@ -116,6 +122,8 @@ def implementations(peers_built):
         # zmq.rs has no inproc transport.
         impls["zeromq-rs"] = (peer_tools("zeromq_rs", ROLES[:4]), {}, ["tcp", "ipc"], False)
         impls["rzmq-crate"] = (peer_tools("rzmq_crate", ROLES), {}, ["tcp", "ipc", "inproc"], False)
+    # The ceiling: plain sockets, no ZeroMQ (see benches/raw/raw_perf.c).
+    impls["raw"] = ({r: [RAW_PERF, r] for r in ROLES[:4]}, {}, ["tcp", "ipc"], False)
     return impls
 
 
@@ -345,6 +353,8 @@ def main():
         "  processes log `%s` for their connection." % RDMA_PROOF,
         "- `omq`, `zeromq-rs`, `rzmq-crate`: `benches/peers/target/release/{omq,zeromq_rs,rzmq_crate}_<tool>`",
         "  (`cargo build --release --locked --manifest-path benches/peers/Cargo.toml`).",
+        "- `raw`: `benches/build/raw_perf <tool> ...` (`cc -O2 benches/raw/raw_perf.c`): no ZeroMQ, plain",
+        "  sockets with ZMTP-like framing and one reused buffer per side; the ceiling, not a competitor.",
         "",
         table,
     ]
