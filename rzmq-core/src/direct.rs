@@ -66,8 +66,9 @@ const DEAD: u8 = 3;
 /// the writer's side may grant it again on the next input it reads itself ([`DirectRx`]).
 const SPENT: u8 = 4;
 
-/// Most bytes of one message written directly (larger ones use the I/O thread's zero-copy path).
-pub const DIRECT_MAX_BYTES: usize = 64 * 1024;
+/// Bodies up to this size that a partial direct write cut are copied into the leftover; larger
+/// ones stay by reference (the I/O thread writes the rest from the message itself).
+const LEFTOVER_COPY_MAX: usize = crate::zmtp::codec::LARGE_BODY;
 /// Most frames of one message written directly.
 const DIRECT_MAX_FRAMES: usize = 16;
 
@@ -146,11 +147,24 @@ pub enum Sent {
     HandedOver,
 }
 
+/// One piece of what a partial direct write left, already framed.
+pub enum Piece {
+    /// Header bytes and small bodies, copied.
+    Bytes(Vec<u8>),
+    /// The rest of a large body from byte `from` on, by reference.
+    Body {
+        /// The frame whose body continues.
+        msg: Msg,
+        /// Bytes of the body already written.
+        from: usize,
+    },
+}
+
 /// One connection's output, shared between its I/O thread and the pipe's writer.
 pub struct DirectTx {
     fd: RawFd,
     state: AtomicU8,
-    leftover: Mutex<Vec<u8>>,
+    leftover: Mutex<Vec<Piece>>,
     /// The I/O thread's unfinished work (commands queued or running, a pipe being drained onto
     /// a connection); a direct send goes only when it is zero.
     io_work: Arc<AtomicUsize>,
@@ -257,9 +271,9 @@ impl DirectTx {
             .is_empty()
     }
 
-    /// I/O thread, after [`DirectTx::revoke`]: bytes of a message the kernel took only part of,
-    /// to be written before anything else.
-    pub fn take_leftover(&self) -> Vec<u8> {
+    /// I/O thread, after [`DirectTx::revoke`]: the rest of a message the kernel took only part
+    /// of, in order, to be written before anything else.
+    pub fn take_leftover(&self) -> Vec<Piece> {
         std::mem::take(&mut *self.leftover.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
@@ -268,12 +282,7 @@ impl DirectTx {
     /// grant up, whatever the kernel took.
     pub fn try_send(&self, frames: &[Msg], last: &Msg, idle: impl FnOnce() -> bool) -> Sent {
         let count = frames.len() + 1;
-        let total: usize = frames.iter().map(Msg::len).sum::<usize>() + last.len();
-        if count > DIRECT_MAX_FRAMES
-            || total > DIRECT_MAX_BYTES
-            || last.is_command()
-            || frames.iter().any(Msg::is_command)
-        {
+        if count > DIRECT_MAX_FRAMES || last.is_command() || frames.iter().any(Msg::is_command) {
             return Sent::NotNow;
         }
         if self
@@ -299,6 +308,8 @@ impl DirectTx {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
         }; 2 * DIRECT_MAX_FRAMES];
+        // The frame whose body each iovec is (None: a header).
+        let mut body_of: [Option<&Msg>; 2 * DIRECT_MAX_FRAMES] = [None; 2 * DIRECT_MAX_FRAMES];
         let mut n_iov = 0;
         let mut wire = 0usize;
         for (i, (m, h)) in frames
@@ -320,6 +331,7 @@ impl DirectTx {
                     iov_base: m.data().as_ptr() as *mut libc::c_void,
                     iov_len: m.len(),
                 };
+                body_of[n_iov] = Some(m);
                 n_iov += 1;
                 wire += m.len();
             }
@@ -352,18 +364,37 @@ impl DirectTx {
             self.state.store(IO, Ordering::Release);
             return Sent::NotNow;
         }
-        // The kernel took part of it: the rest, in order, for the I/O thread.
-        let mut rest = Vec::with_capacity(wire - written);
+        // The kernel took part of it: the rest, in order, for the I/O thread; large bodies by
+        // reference, so a message of any size costs no copy in the library.
+        let mut rest = Vec::new();
+        let mut bytes_piece = Vec::new();
         let mut skip = written;
-        for v in &iov[..n_iov] {
-            // SAFETY: as for the sendmsg call above.
-            let bytes = unsafe { std::slice::from_raw_parts(v.iov_base as *const u8, v.iov_len) };
-            if skip >= bytes.len() {
-                skip -= bytes.len();
+        for (v, body) in iov[..n_iov].iter().zip(body_of.iter()) {
+            if skip >= v.iov_len {
+                skip -= v.iov_len;
                 continue;
             }
-            rest.extend_from_slice(&bytes[skip..]);
+            match body {
+                Some(m) if m.len() > LEFTOVER_COPY_MAX => {
+                    if !bytes_piece.is_empty() {
+                        rest.push(Piece::Bytes(std::mem::take(&mut bytes_piece)));
+                    }
+                    rest.push(Piece::Body {
+                        msg: (*m).clone(),
+                        from: skip,
+                    });
+                }
+                _ => {
+                    // SAFETY: as for the sendmsg call above.
+                    let bytes =
+                        unsafe { std::slice::from_raw_parts(v.iov_base as *const u8, v.iov_len) };
+                    bytes_piece.extend_from_slice(&bytes[skip..]);
+                }
+            }
             skip = 0;
+        }
+        if !bytes_piece.is_empty() {
+            rest.push(Piece::Bytes(bytes_piece));
         }
         *self.leftover.lock().unwrap_or_else(|e| e.into_inner()) = rest;
         self.state.store(IO, Ordering::Release);
@@ -595,6 +626,7 @@ impl DirectRx {
         let mut partial: Vec<(u8, Msg)> = Vec::new();
         let mut total = 0usize;
         let back = loop {
+            let into_body = dec.in_body();
             let buf = dec.recv_buffer();
             let room = buf.len();
             // SAFETY: `buf` is writable memory of `room` bytes owned by the decoder; the fd is
@@ -650,6 +682,12 @@ impl DirectRx {
             }
             if n < room {
                 break false;
+            }
+            if into_body && !dec.in_body() {
+                // The read ended exactly with a large body: one more read finds whether more
+                // follows (a reply is whole now and stays the reader's; a stream is seen at its
+                // next batch read).
+                continue;
             }
             if total >= RX_MAX_BYTES {
                 // A stream, not a reply: the I/O thread's batching takes over.
@@ -798,13 +836,29 @@ mod tests {
         assert!(!d.granted());
     }
 
+    /// The bytes a leftover stands for, in order.
+    fn leftover_bytes(pieces: &[Piece]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for p in pieces {
+            match p {
+                Piece::Bytes(b) => out.extend_from_slice(b),
+                Piece::Body { msg, from } => out.extend_from_slice(&msg.data()[*from..]),
+            }
+        }
+        out
+    }
+
     #[test]
     fn a_partial_write_leaves_the_rest_in_order() {
         let (a, mut b) = UnixStream::pair().unwrap();
         a.set_nonblocking(true).unwrap();
         let d = DirectTx::new(a.as_raw_fd(), Arc::new(AtomicUsize::new(0)));
-        // Fill the socket buffer until a message goes only partly (or not at all).
-        let body = vec![0x5Au8; DIRECT_MAX_BYTES - 16];
+        // Small frames (copied into the leftover): fill the socket buffer until a message goes
+        // only partly (or not at all).
+        let body: Vec<u8> = (0..4000u32).map(|i| (i % 251) as u8).collect();
+        let mut wire = vec![0x02];
+        wire.extend_from_slice(&(body.len() as u64).to_be_bytes());
+        wire.extend_from_slice(&body);
         let mut sent_whole = 0usize;
         let outcome = loop {
             d.grant();
@@ -812,28 +866,65 @@ mod tests {
                 Sent::Done => sent_whole += 1,
                 other => break other,
             }
-            assert!(sent_whole < 10_000, "the socket buffer never filled");
+            assert!(sent_whole < 100_000, "the socket buffer never filled");
         };
         let left = d.take_leftover();
         if outcome == Sent::HandedOver {
-            assert!(!left.is_empty() && left.len() < body.len() + 9);
-            assert!(left
-                .iter()
-                .rev()
-                .take(body.len().min(left.len()))
-                .all(|&x| x == 0x5A));
+            assert!(
+                left.iter().all(|p| matches!(p, Piece::Bytes(_))),
+                "small bodies are copied"
+            );
+            let rest = leftover_bytes(&left);
+            assert!(!rest.is_empty() && rest.len() < wire.len());
+            assert_eq!(rest[..], wire[wire.len() - rest.len()..]);
         } else {
             assert_eq!(outcome, Sent::NotNow);
             assert!(left.is_empty());
         }
         assert!(!d.granted());
         // What arrived is whole frames followed by the start of the partial one.
-        let mut first = [0u8; 9];
+        let mut first = vec![0u8; wire.len()];
         b.read_exact(&mut first).unwrap();
-        assert_eq!(first[0], 0x02);
+        assert_eq!(first, wire);
+    }
+
+    #[test]
+    fn a_large_body_cut_by_a_partial_write_stays_by_reference() {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let d = DirectTx::new(a.as_raw_fd(), Arc::new(AtomicUsize::new(0)));
+        // More than any socket buffer takes at once: the kernel takes the head frame and part
+        // of the body.
+        let body: Vec<u8> = (0..(4usize << 20)).map(|i| (i % 251) as u8).collect();
+        let last = msg(&body, false);
+        d.grant();
         assert_eq!(
-            u64::from_be_bytes(first[1..9].try_into().unwrap()),
-            body.len() as u64
+            d.try_send(&[msg(b"head", true)], &last, || true),
+            Sent::HandedOver
+        );
+        let left = d.take_leftover();
+        let from = match left.as_slice() {
+            [Piece::Body { msg, from }] => {
+                assert_eq!(msg.data().as_ptr(), last.data().as_ptr(), "not copied");
+                *from
+            }
+            other => panic!("expected one body piece, got {}", other.len()),
+        };
+        assert!(from > 0 && from < body.len());
+        // The stream holds the head frame, the body's header and its first `from` bytes; the
+        // leftover holds the rest.
+        let mut got = vec![0u8; 6 + 9 + from];
+        b.read_exact(&mut got).unwrap();
+        assert_eq!(&got[..6], b"\x01\x04head");
+        assert_eq!(got[6], 0x02);
+        assert_eq!(&got[7..15], &(body.len() as u64).to_be_bytes());
+        assert_eq!(&got[15..], &body[..from]);
+        assert_eq!(leftover_bytes(&left), body[from..]);
+        b.set_nonblocking(true).unwrap();
+        let mut extra = [0u8; 1];
+        assert!(
+            b.read(&mut extra).is_err(),
+            "nothing past the partial write"
         );
     }
 }

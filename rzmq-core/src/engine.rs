@@ -665,9 +665,12 @@ impl Engine {
         if let Some(d) = &self.direct {
             d.revoke();
             let rest = d.take_leftover();
-            if !rest.is_empty() {
-                if let Proto::Zmtp(z) = &mut self.proto {
-                    z.push_framed(&rest);
+            if let Proto::Zmtp(z) = &mut self.proto {
+                for piece in rest {
+                    match piece {
+                        crate::direct::Piece::Bytes(b) => z.push_framed(&b),
+                        crate::direct::Piece::Body { msg, from } => z.push_body_rest(msg, from),
+                    }
                 }
             }
         }

@@ -240,6 +240,11 @@ impl Decoder {
         self.unread.is_empty() && self.direct.is_none() && self.buffered() == 0
     }
 
+    /// True while a large body is being read in place (the next read goes straight into it).
+    pub(crate) fn in_body(&self) -> bool {
+        self.direct.as_ref().is_some_and(|d| d.incomplete())
+    }
+
     /// True once a CURVE hook is set.
     pub(crate) fn has_opener(&self) -> bool {
         self.opener.is_some()
@@ -508,6 +513,23 @@ impl OutQueue {
             });
         } else {
             self.push_frame(flags, msg.data());
+        }
+    }
+
+    /// Appends the rest of `msg`'s body from byte `from` on, without a header (one was written
+    /// before); by reference when it is large.
+    pub(crate) fn push_body_rest(&mut self, msg: Msg, from: usize) {
+        let rest = msg.len().saturating_sub(from);
+        if rest > LARGE_BODY && self.sealer.is_none() {
+            self.large_bytes += rest;
+            self.large.push_back(Large {
+                at: self.buf.len(),
+                msg,
+                sent: from,
+            });
+        } else {
+            self.buf
+                .extend_from_slice(msg.data().get(from..).unwrap_or(&[]));
         }
     }
 

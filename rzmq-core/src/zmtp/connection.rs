@@ -779,6 +779,12 @@ impl Connection {
         self.out.push_raw(bytes);
     }
 
+    /// Queues the rest of a frame's body from byte `from` on, its header already written (the
+    /// rest of a direct send); large bodies by reference.
+    pub fn push_body_rest(&mut self, msg: Msg, from: usize) {
+        self.out.push_body_rest(msg, from);
+    }
+
     /// True when bytes are waiting for [`Connection::write_to`].
     pub fn has_output(&self) -> bool {
         !self.out.is_empty()
