@@ -48,6 +48,23 @@ static double now_us(void)
     return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
 }
 
+/* Binds and listens (server), or connects, retrying as the perf tools' peers do: the server
+ * binds first, the client may start a little early. */
+static void bind_or_connect(int fd, const struct sockaddr *a, socklen_t len, int server)
+{
+    if (server) {
+        if (bind(fd, a, len) || listen(fd, 1))
+            die("bind");
+        return;
+    }
+    int tries = 0;
+    while (connect(fd, a, len)) {
+        if (++tries > 100)
+            die("connect");
+        usleep(20000);
+    }
+}
+
 /* Parses the endpoint; returns a bound-and-listening (server) or connected (client) socket. */
 static int open_endpoint(const char *ep, int server)
 {
@@ -72,20 +89,11 @@ static int open_endpoint(const char *ep, int server)
         if (fd < 0)
             die("socket");
         int one = 1;
-        if (server) {
+        if (server)
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-            if (bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 1))
-                die("bind");
-        } else {
-            /* As the perf tools' peers do: the server binds first, the client retries. */
-            int tries = 0;
-            while (connect(fd, (struct sockaddr *)&a, sizeof a)) {
-                if (++tries > 100)
-                    die("connect");
-                usleep(20000);
-            }
+        bind_or_connect(fd, (struct sockaddr *)&a, sizeof a, server);
+        if (!server)
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        }
     } else if (strncmp(ep, "ipc://", 6) == 0) {
         struct sockaddr_un a = {0};
         a.sun_family = AF_UNIX;
@@ -97,18 +105,9 @@ static int open_endpoint(const char *ep, int server)
         fd = socket(AF_UNIX, SOCK_STREAM, 0);
         if (fd < 0)
             die("socket");
-        if (server) {
+        if (server)
             unlink(a.sun_path);
-            if (bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 1))
-                die("bind");
-        } else {
-            int tries = 0;
-            while (connect(fd, (struct sockaddr *)&a, sizeof a)) {
-                if (++tries > 100)
-                    die("connect");
-                usleep(20000);
-            }
-        }
+        bind_or_connect(fd, (struct sockaddr *)&a, sizeof a, server);
     } else {
         fprintf(stderr, "raw_perf: tcp:// or ipc:// only, not %s\n", ep);
         exit(1);
