@@ -256,10 +256,17 @@ impl DirectTx {
         self.state.load(Ordering::Relaxed) == GRANTED
     }
 
-    /// True while output is granted, or idle after a whole direct send (the writer's side may
-    /// grant it again): the I/O thread need not take it back when it has nothing to write.
+    /// True while output is granted, being written by the writer, or idle after a whole direct
+    /// send (the writer's side may grant it again): the I/O thread need not take it back when
+    /// it has nothing to write. In particular it must not wait out a write in progress (a
+    /// direct send of a large message keeps the writer in `sendmsg` for hundreds of
+    /// microseconds): the writer leaves nothing behind, or wakes the I/O thread for the rest it
+    /// handed over, or queues the message on the pipe, which wakes it too.
     pub fn left_to_writer(&self) -> bool {
-        matches!(self.state.load(Ordering::Relaxed), GRANTED | SPENT)
+        matches!(
+            self.state.load(Ordering::Relaxed),
+            GRANTED | WRITING | SPENT
+        )
     }
 
     /// True while a partial direct write's rest waits for the I/O thread.
