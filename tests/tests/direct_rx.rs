@@ -2,7 +2,8 @@
 //! decodes its only connection's input itself. What arrives must come out whole and in order
 //! whether the socket or the I/O thread read it: frames cut across reads, multipart messages,
 //! commands the I/O thread must answer (PING), a peer that dies mid-frame or sends garbage,
-//! and a context shut down under a blocked receive.
+//! messages larger than the socket buffers (direct sends the kernel takes only in part), and a
+//! context shut down under a blocked receive.
 //!
 //! One test function, run scenario by scenario: the counters it checks are per process.
 
@@ -178,6 +179,40 @@ fn req_rep_scenario() {
     drop(server.join().unwrap());
 }
 
+/// Messages larger than the socket buffers take at once, both ways: each direct send is only
+/// partly taken by the kernel, and the I/O thread writes the rest from the message itself.
+fn large_req_rep_scenario() {
+    let ctx_a = Context::new();
+    let ctx_b = Context::new();
+    let mut rep = sock(&ctx_a, SocketType::Rep, TIMEOUT_MS);
+    rep.bind("tcp://127.0.0.1:*").unwrap();
+    let ep = rep.last_endpoint().to_string();
+    const ROUNDS: u32 = 12;
+    let server = std::thread::spawn(move || {
+        for _ in 0..ROUNDS {
+            let mut parts = recv_all(&mut rep);
+            parts.reverse();
+            rep.send_multipart(parts.iter().map(|p| &p[..]), 0).unwrap();
+        }
+        rep
+    });
+    let mut req = sock(&ctx_b, SocketType::Req, TIMEOUT_MS);
+    req.connect(&ep).unwrap();
+    for i in 0..ROUNDS {
+        let frames = vec![
+            payload(9 << 20, i as u8),
+            i.to_be_bytes().to_vec(),
+            payload(20_000, !(i as u8)),
+        ];
+        req.send_multipart(frames.iter().map(|f| &f[..]), 0)
+            .unwrap();
+        let mut back = frames.clone();
+        back.reverse();
+        assert!(recv_all(&mut req) == back, "reply {i} differs");
+    }
+    drop(server.join().unwrap());
+}
+
 /// A receive blocked on the connection's input wakes with ETERM when the context shuts down.
 fn shutdown_scenario() {
     let ctx_a = Context::new();
@@ -216,5 +251,12 @@ fn direct_receives_deliver_whole_messages_in_order() {
         "the raw peer's messages were all read by the I/O thread"
     );
     assert!(back2 > back0, "input never went back to the I/O thread");
+    let (_, partial0) = rzmq_core::direct::stats();
+    large_req_rep_scenario();
+    let (_, partial1) = rzmq_core::direct::stats();
+    assert!(
+        partial1 > partial0,
+        "no direct send of a 9 MiB message was cut by the kernel"
+    );
     shutdown_scenario();
 }
