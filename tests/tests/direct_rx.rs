@@ -147,16 +147,17 @@ fn raw_peer_scenario(end_with_garbage: bool) {
     assert_eq!(recv_all(&mut pull), vec![b"later".to_vec()]);
 }
 
-/// Request/reply between two contexts (each connection alone on its I/O thread): replies
-/// and requests of every size, multipart ones among them, come back whole and in order.
-fn req_rep_scenario() {
+/// `rounds` request/reply exchanges between two contexts (each connection alone on its I/O
+/// thread): the server sends every request back with its frames reversed, and each reply must
+/// come back whole and in order. `frames(i)` makes the i-th request.
+fn echo_rounds(rounds: u32, frames: impl Fn(u32) -> Vec<Vec<u8>>) {
     let ctx_a = Context::new();
     let ctx_b = Context::new();
     let mut rep = sock(&ctx_a, SocketType::Rep, TIMEOUT_MS);
     rep.bind("tcp://127.0.0.1:*").unwrap();
     let ep = rep.last_endpoint().to_string();
     let server = std::thread::spawn(move || {
-        for _ in 0..300 {
+        for _ in 0..rounds {
             let mut parts = recv_all(&mut rep);
             parts.reverse();
             rep.send_multipart(parts.iter().map(|p| &p[..]), 0).unwrap();
@@ -165,52 +166,39 @@ fn req_rep_scenario() {
     });
     let mut req = sock(&ctx_b, SocketType::Req, TIMEOUT_MS);
     req.connect(&ep).unwrap();
-    for i in 0..300u32 {
+    for i in 0..rounds {
+        let mut request = frames(i);
+        req.send_multipart(request.iter().map(|f| &f[..]), 0)
+            .unwrap();
+        request.reverse();
+        // Not assert_eq: a failure would print megabytes.
+        assert!(recv_all(&mut req) == request, "reply {i} differs");
+    }
+    drop(server.join().unwrap());
+}
+
+/// Replies and requests of every size, multipart ones among them.
+fn req_rep_scenario() {
+    echo_rounds(300, |i| {
         let size = [0usize, 5, 200, 256, 3000, 40_000, 300_000][i as usize % 7];
         let mut frames = vec![i.to_be_bytes().to_vec(), payload(size, i as u8)];
         if i % 3 == 0 {
             frames.push(b"tail".to_vec());
         }
-        req.send_multipart(frames.iter().map(|f| &f[..]), 0)
-            .unwrap();
-        frames.reverse();
-        assert_eq!(recv_all(&mut req), frames, "reply {i}");
-    }
-    drop(server.join().unwrap());
+        frames
+    });
 }
 
 /// Messages larger than the socket buffers take at once, both ways: each direct send is only
 /// partly taken by the kernel, and the I/O thread writes the rest from the message itself.
 fn large_req_rep_scenario() {
-    let ctx_a = Context::new();
-    let ctx_b = Context::new();
-    let mut rep = sock(&ctx_a, SocketType::Rep, TIMEOUT_MS);
-    rep.bind("tcp://127.0.0.1:*").unwrap();
-    let ep = rep.last_endpoint().to_string();
-    const ROUNDS: u32 = 12;
-    let server = std::thread::spawn(move || {
-        for _ in 0..ROUNDS {
-            let mut parts = recv_all(&mut rep);
-            parts.reverse();
-            rep.send_multipart(parts.iter().map(|p| &p[..]), 0).unwrap();
-        }
-        rep
-    });
-    let mut req = sock(&ctx_b, SocketType::Req, TIMEOUT_MS);
-    req.connect(&ep).unwrap();
-    for i in 0..ROUNDS {
-        let frames = vec![
+    echo_rounds(12, |i| {
+        vec![
             payload(9 << 20, i as u8),
             i.to_be_bytes().to_vec(),
             payload(20_000, !(i as u8)),
-        ];
-        req.send_multipart(frames.iter().map(|f| &f[..]), 0)
-            .unwrap();
-        let mut back = frames.clone();
-        back.reverse();
-        assert!(recv_all(&mut req) == back, "reply {i} differs");
-    }
-    drop(server.join().unwrap());
+        ]
+    });
 }
 
 /// A receive blocked on the connection's input wakes with ETERM when the context shuts down.
