@@ -191,19 +191,10 @@ impl DirectTx {
     pub fn revoke(&self) {
         loop {
             match self.state.load(Ordering::Acquire) {
-                GRANTED => {
+                s @ (GRANTED | SPENT) => {
                     if self
                         .state
-                        .compare_exchange(GRANTED, IO, Ordering::AcqRel, Ordering::Acquire)
-                        .is_ok()
-                    {
-                        return;
-                    }
-                }
-                SPENT => {
-                    if self
-                        .state
-                        .compare_exchange(SPENT, IO, Ordering::AcqRel, Ordering::Acquire)
+                        .compare_exchange(s, IO, Ordering::AcqRel, Ordering::Acquire)
                         .is_ok()
                     {
                         return;

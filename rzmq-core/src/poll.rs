@@ -127,14 +127,7 @@ pub fn poll(items: &mut [PollItem<'_>], timeout: Option<Duration>) -> Result<usi
         {
             0
         } else {
-            match deadline {
-                None => -1,
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    (left.as_millis() as i32)
-                        .saturating_add(i32::from(left.subsec_nanos() % 1_000_000 != 0))
-                }
-            }
+            crate::signal::poll_ms(deadline.map(|d| d.saturating_duration_since(Instant::now())))
         };
         // SAFETY: pfds is a valid array of pollfd of the given length.
         let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, wait_ms) };

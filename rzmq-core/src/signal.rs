@@ -52,13 +52,7 @@ impl Signaler {
             events: libc::POLLIN,
             revents: 0,
         };
-        let ms = match timeout {
-            None => -1,
-            Some(d) => {
-                d.as_millis().min(i32::MAX as u128) as i32
-                    + i32::from(d.subsec_nanos() % 1_000_000 != 0)
-            }
-        };
+        let ms = poll_ms(timeout);
         // SAFETY: one valid pollfd.
         let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
         if rc < 0 {
@@ -66,6 +60,16 @@ impl Signaler {
             return Err(e.into());
         }
         Ok(rc > 0)
+    }
+}
+
+/// A `poll(2)` timeout for `timeout` (None: -1, forever), in milliseconds rounded up so a wait
+/// never ends early, saturating at `i32::MAX`.
+pub(crate) fn poll_ms(timeout: Option<Duration>) -> i32 {
+    match timeout {
+        None => -1,
+        Some(d) => (d.as_millis().min(i32::MAX as u128) as i32)
+            .saturating_add(i32::from(d.subsec_nanos() % 1_000_000 != 0)),
     }
 }
 
@@ -204,5 +208,15 @@ mod tests {
             }
         }
         t.join().unwrap();
+    }
+
+    #[test]
+    fn poll_timeouts_round_up_and_saturate() {
+        assert_eq!(poll_ms(None), -1);
+        assert_eq!(poll_ms(Some(Duration::ZERO)), 0);
+        assert_eq!(poll_ms(Some(Duration::from_micros(1))), 1);
+        assert_eq!(poll_ms(Some(Duration::from_micros(1500))), 2);
+        assert_eq!(poll_ms(Some(Duration::from_millis(7))), 7);
+        assert_eq!(poll_ms(Some(Duration::from_secs(u64::MAX))), i32::MAX);
     }
 }

@@ -510,14 +510,9 @@ impl Socket {
         }
         let mut frames = Vec::new();
         loop {
-            let ms = match deadline {
-                None => -1,
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    left.as_millis().min(i32::MAX as u128) as i32
-                        + i32::from(left.subsec_nanos() % 1_000_000 != 0)
-                }
-            };
+            let ms = crate::signal::poll_ms(
+                deadline.map(|d| d.saturating_duration_since(Instant::now())),
+            );
             let mut fds = [
                 libc::pollfd {
                     fd: self.shared.mailbox.fd(),
