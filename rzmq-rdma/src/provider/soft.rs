@@ -2031,6 +2031,15 @@ impl QpInner {
                 self.sq_retired_unsignaled += 1;
             }
         }
+        // A retransmission rewinds `tx_psn` to the oldest pending request; that request may
+        // complete anyway (its original READ response or ACK was only late). Transmission then
+        // resumes at the oldest request still pending: left behind the queue's head, `tx_psn`
+        // would name no entry, and nothing posted later would ever go out.
+        match self.sq.front() {
+            Some(f) if pdiff(self.tx_psn, f.psn) < 0 => self.tx_psn = f.psn,
+            None => self.tx_psn = self.next_psn,
+            _ => {}
+        }
     }
 
     /// The send WR with `psn` fails with `status`: earlier finished WRs complete, this one
@@ -3247,5 +3256,122 @@ fn serve_pending(sh: &Shared, pending: &mut Vec<Pending>) {
         } else {
             i += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cq() -> Arc<CqShared> {
+        Arc::new(CqShared {
+            inner: Mutex::new(CqInner {
+                q: VecDeque::new(),
+                armed: None,
+                overrun: false,
+            }),
+            efd: EventFd::new().expect("eventfd"),
+            cap: 64,
+        })
+    }
+
+    fn qp() -> QpShared {
+        QpShared {
+            qpn: 7,
+            secret: 0,
+            pdn: 1,
+            caps: QpCaps::default(),
+            sig_all: true,
+            send_cq: cq(),
+            recv_cq: cq(),
+            inner: Mutex::new(QpInner::new()),
+            waiters: AtomicU32::new(0),
+            waiting: Mutex::new(0),
+            handoff: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Queues a request as `post_send` does (state checks aside).
+    fn post(g: &mut QpInner, wr_id: u64, op: SendOp) {
+        let psn = g.next_psn;
+        g.next_psn = (psn + 1) & PSN_MASK;
+        g.sq.push_back(SqEntry {
+            wr_id,
+            op,
+            sges: Vec::new(),
+            inline: None,
+            len: 0,
+            signaled: true,
+            solicited: false,
+            fence: false,
+            psn,
+            done: false,
+        });
+    }
+
+    #[test]
+    fn a_read_answered_after_its_retransmission_was_scheduled_leaves_the_queue_moving() {
+        // The ACK timer fires for a READ whose response is already in the socket (the progress
+        // thread was late): the timer rewinds transmission to that READ, then the same pass
+        // receives the original response and completes it. The next request posted must still
+        // go out: it used to wait forever behind a transmit position naming no entry.
+        let qp = qp();
+        let mut g = QpInner::new();
+        g.state = QpState::Rts;
+        g.timeout = Some(Duration::from_millis(17));
+        g.retry_cnt = 1;
+        g.retries_left = 1;
+        g.wire = Some(Wire::new_opt(None));
+        let start = PSN_MASK; // the last PSN before the wrap
+        g.next_psn = start;
+        g.tx_psn = start;
+        let remote = RemoteAddr {
+            addr: 0x1000,
+            rkey: 9,
+        };
+        post(&mut g, 1, SendOp::RdmaRead(remote));
+        assert_eq!(g.next_request(), Some(0));
+        g.tx_psn = g.next_psn; // transmitted
+        let now = Instant::now();
+        g.last_progress = now - Duration::from_millis(20);
+        g.on_timers(&qp, now);
+        assert_eq!(g.tx_psn, start, "the timeout rewinds to the READ");
+        g.on_payload_done(&qp, RxAction::ReadResp { psn: start }, false, now);
+        let wcs: Vec<WorkCompletion> = lock(&qp.send_cq.inner).q.drain(..).collect();
+        assert_eq!(wcs.len(), 1);
+        assert_eq!((wcs[0].wr_id, wcs[0].status), (1, WcStatus::Success));
+        assert!(g.sq.is_empty());
+        post(&mut g, 2, SendOp::RdmaWrite(remote));
+        assert_eq!(g.next_request(), Some(0), "the new WRITE goes out next");
+        assert_eq!(g.timed_psn(), None, "not on the wire yet: no timer");
+    }
+
+    #[test]
+    fn a_retransmission_resumes_at_the_oldest_request_still_pending() {
+        // Two READs time out together; the first one's original response then arrives: the
+        // retransmission goes on with the second, not with the one just completed.
+        let qp = qp();
+        let mut g = QpInner::new();
+        g.state = QpState::Rts;
+        g.timeout = Some(Duration::from_millis(17));
+        g.wire = Some(Wire::new_opt(None));
+        g.next_psn = 100;
+        g.tx_psn = 100;
+        let remote = RemoteAddr {
+            addr: 0x1000,
+            rkey: 9,
+        };
+        post(&mut g, 1, SendOp::RdmaRead(remote));
+        post(&mut g, 2, SendOp::RdmaRead(remote));
+        g.tx_psn = 102;
+        let now = Instant::now();
+        g.last_progress = now - Duration::from_millis(20);
+        g.on_timers(&qp, now);
+        assert_eq!(g.tx_psn, 100);
+        g.on_payload_done(&qp, RxAction::ReadResp { psn: 100 }, false, now);
+        assert_eq!(g.sq.len(), 1);
+        assert_eq!(g.tx_psn, 101);
+        assert_eq!(g.next_request(), Some(0));
+        assert_eq!(g.sq[0].wr_id, 2);
     }
 }
