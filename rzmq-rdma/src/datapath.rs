@@ -574,6 +574,10 @@ impl DataPath {
             let addr = msg.data().as_ptr() as *mut u8;
             let (hold_mw, cached, own, rkey) = if self.use_mws {
                 if !ring.sq_slot_unsignaled() {
+                    // The ring may have queued a signaled WR that frees the queue: post it.
+                    if let Err(e) = self.post_ops() {
+                        return self.fail(e);
+                    }
                     return Ok(Some(msg));
                 }
                 // SAFETY: the Msg keeps the memory alive until its FIN (held with the

@@ -38,6 +38,9 @@ use crate::region::Region;
 
 /// Bytes of a record header.
 pub const REC_HDR: usize = 8;
+/// The most send WRs one [`Ring::flush`] posts: the part before the wrap, piggybacked credits,
+/// the notifying WRITE_WITH_IMM.
+const FLUSH_MAX_WRS: u32 = 3;
 /// Immediate-data tag of a credit-only notification (data notifications carry a byte count,
 /// always below 2^31).
 pub const CREDIT_IMM: u32 = 1 << 31;
@@ -154,7 +157,8 @@ pub enum Op {
     /// Post this many receives (any buffer; only the immediate matters).
     PostRecv(u32),
     /// RDMA WRITE `len` bytes of the mirror at `off` to the peer's ring at the same offset,
-    /// WRITE_WITH_IMM when `imm` is set.
+    /// WRITE_WITH_IMM when `imm` is set. A zero-length one without `imm` changes nothing at
+    /// the peer: it is posted only for its completion (see [`Ring::sq_slot_unsignaled`]).
     Write {
         /// Offset in the mirror and in the peer's ring.
         off: u32,
@@ -419,11 +423,30 @@ impl Ring {
     }
 
     /// Takes a send-queue slot for an unsignaled WR the owner posts itself (memory-window binds
-    /// and invalidations): a later signaled WR covers it. False when only one slot is left: it
-    /// stays for a signaled WR, without which unsignaled slots would never be freed.
+    /// and invalidations): a later signaled WR covers it. False when that would leave fewer
+    /// slots than the largest flush takes ([`FLUSH_MAX_WRS`]): those stay for the next flush,
+    /// whose signaled WR frees the unsignaled slots. (Leaving one slot was not enough: a flush
+    /// that wraps or carries credits needs two or three, and with nothing signaled in flight
+    /// the queue stayed full for good.)
+    ///
+    /// When it refuses and no signaled WR is in flight to free the unsignaled slots (nothing
+    /// else may be queued: an owner with only rendezvous frames to send would wait for good),
+    /// it queues a signaled zero-length RDMA WRITE for the owner to post ([`Ring::poll_op`]):
+    /// its completion frees them.
     pub fn sq_slot_unsignaled(&mut self) -> bool {
-        if self.sq_outstanding + 2 > self.cfg.max_send_wr {
+        if self.sq_outstanding + 1 + FLUSH_MAX_WRS > self.cfg.max_send_wr {
             self.stats.sq_stalls += 1;
+            if self.unsignaled > 0 && self.sq_outstanding == self.unsignaled {
+                // Every outstanding slot is unsignaled and uncovered (a signaled WR in flight
+                // would hold slots beyond `unsignaled`); FLUSH_MAX_WRS >= 1 slots are free.
+                let signal = self.slot(true);
+                self.out.push_back(Op::Write {
+                    off: 0,
+                    len: 0,
+                    imm: None,
+                    signal,
+                });
+            }
             return false;
         }
         self.sq_outstanding += 1;
@@ -504,6 +527,7 @@ impl Ring {
         let wrap = start + total > self.peer_size;
         let piggy = self.credits_changed();
         let wrs = 1 + u32::from(wrap) + u32::from(piggy);
+        debug_assert!(wrs <= FLUSH_MAX_WRS);
         if self.sq_outstanding + wrs > self.cfg.max_send_wr {
             self.stats.sq_stalls += 1;
             return;
@@ -799,6 +823,9 @@ mod tests {
         next_tx: u64,
         next_rx: u64,
         pending: Option<Vec<u8>>,
+        /// Unsignaled WRs of the owner's own (memory-window binds) waiting for a slot, as a
+        /// rendezvous frame waits in the data path.
+        owned_pending: u32,
     }
 
     fn payload(seq: u64, len: usize) -> Vec<u8> {
@@ -821,7 +848,16 @@ mod tests {
                 next_tx: 0,
                 next_rx: 0,
                 pending: None,
+                owned_pending: 0,
             }
+        }
+
+        /// Takes slots for the owner's waiting unsignaled WRs; true when none is left waiting.
+        fn try_owned(&mut self) -> bool {
+            while self.owned_pending > 0 && self.ring.sq_slot_unsignaled() {
+                self.owned_pending -= 1;
+            }
+            self.owned_pending == 0
         }
 
         /// Moves the ring's ops onto the wire (posting).
@@ -932,6 +968,9 @@ mod tests {
         Exec(bool),
         Complete(bool, usize),
         Consume(bool, usize),
+        /// The owner posts an unsignaled WR of its own (a memory-window bind or invalidation):
+        /// it takes a slot that only a later signaled WR's completion frees.
+        Unsignaled(bool),
     }
 
     fn ev() -> impl Strategy<Value = Ev> {
@@ -942,6 +981,7 @@ mod tests {
             4 => any::<bool>().prop_map(Ev::Exec),
             2 => (any::<bool>(), 1usize..8).prop_map(|(s, n)| Ev::Complete(s, n)),
             2 => (any::<bool>(), 1usize..8).prop_map(|(s, n)| Ev::Consume(s, n)),
+            1 => any::<bool>().prop_map(Ev::Unsignaled),
         ]
     }
 
@@ -966,6 +1006,10 @@ mod tests {
                 }
                 Ev::Complete(_, n) => me.completions(n),
                 Ev::Consume(_, n) => me.consume(n),
+                Ev::Unsignaled(_) => {
+                    me.owned_pending += 1;
+                    me.try_owned();
+                }
             }
             me.post(&mut wires[i]);
             other.post(&mut wires[1 - i]);
@@ -976,7 +1020,11 @@ mod tests {
                     sizes[usize::from(s)] = n;
                     s
                 }
-                Ev::Flush(s) | Ev::Exec(s) | Ev::Complete(s, _) | Ev::Consume(s, _) => s,
+                Ev::Flush(s)
+                | Ev::Exec(s)
+                | Ev::Complete(s, _)
+                | Ev::Consume(s, _)
+                | Ev::Unsignaled(s) => s,
             };
             step(&mut ends, &mut wires, usize::from(side), e);
         }
@@ -987,6 +1035,9 @@ mod tests {
                 if ends[i].pending.is_some() {
                     let n = sizes[i];
                     idle &= !ends[i].try_send(n);
+                }
+                if ends[i].owned_pending > 0 {
+                    idle &= !ends[i].try_owned();
                 }
                 step(&mut ends, &mut wires, i, &Ev::Flush(false));
                 while !wires[i].q.is_empty() {
@@ -1002,7 +1053,7 @@ mod tests {
             if idle
                 && ends
                     .iter()
-                    .all(|e| e.pending.is_none() && e.ring.unflushed() == 0)
+                    .all(|e| e.pending.is_none() && e.owned_pending == 0 && e.ring.unflushed() == 0)
                 && wires.iter().all(|w| w.q.is_empty())
             {
                 break;
@@ -1020,6 +1071,10 @@ mod tests {
                 }
             }
             assert!(ends[i].pending.is_none(), "sender {i} still stalled");
+            assert_eq!(
+                ends[i].owned_pending, 0,
+                "sender {i}: unsignaled WRs of its own never got a slot"
+            );
             assert_eq!(ends[i].ring.unflushed(), 0, "sender {i} never flushed");
             assert_eq!(
                 ends[1 - i].next_rx,
@@ -1028,6 +1083,94 @@ mod tests {
                 1 - i
             );
         }
+    }
+
+    #[test]
+    fn unsignaled_owner_wrs_never_hold_the_send_queue() {
+        // b holds send-queue slots for unsignaled WRs of its own (memory-window binds and
+        // invalidations) until it refuses more; nothing signaled is in flight. Its next flush
+        // carries piggybacked credits (a receive was reposted) and wraps around the peer's ring:
+        // three WRs. It must still go out, or the unsignaled slots, which only a later signaled
+        // WR frees, would hold the queue forever.
+        let cfg = RingConfig {
+            size: 256,
+            recv_depth: 8,
+            max_send_wr: 8,
+            signal_every: 2,
+            batch_bytes: 100_000,
+        };
+        let mut ends = [End::new(cfg, cfg), End::new(cfg, cfg)];
+        let mut wires = [Wire::default(), Wire::default()];
+        let (a, b) = ends.split_at_mut(1);
+        let (a, b) = (&mut a[0], &mut b[0]);
+        a.post(&mut wires[0]);
+        b.post(&mut wires[1]);
+        // b moves its head near the end of a's ring; a consumes and credits it back.
+        for _ in 0..2 {
+            assert!(b.try_send(88)); // 96-byte records
+            b.ring.flush();
+            b.post(&mut wires[1]);
+            while execute(b, &mut wires[1], a) {}
+            a.completions(64);
+            b.completions(64);
+            a.consume(100);
+            a.post(&mut wires[0]);
+            while execute(a, &mut wires[0], b) {}
+            b.completions(64);
+            b.post(&mut wires[1]);
+            while execute(b, &mut wires[1], a) {}
+            b.completions(64);
+            a.completions(64);
+            a.post(&mut wires[0]);
+        }
+        // a notifies b once; b reposts the receive (its credits change) but keeps the record.
+        assert!(a.try_send(8));
+        a.ring.flush();
+        a.post(&mut wires[0]);
+        while execute(a, &mut wires[0], b) {}
+        b.completions(64);
+        a.completions(64);
+        b.post(&mut wires[1]);
+        assert!(b.ring.credits_changed());
+        assert!(!b.ring.standalone_credits_due());
+        while b.ring.sq_slot_unsignaled() {}
+        // Refused with nothing signaled in flight: a signaled zero-length WRITE goes out to
+        // free the unsignaled slots.
+        b.post(&mut wires[1]);
+        assert_eq!(wires[1].q.len(), 1);
+        assert!(matches!(
+            wires[1].q[0],
+            Op::Write {
+                len: 0,
+                imm: None,
+                signal: Some(_),
+                ..
+            }
+        ));
+        assert!(
+            b.try_send(88),
+            "the record wraps (64 bytes left before the end)"
+        );
+        b.ring.flush();
+        b.post(&mut wires[1]);
+        while execute(b, &mut wires[1], a) {}
+        b.completions(64);
+        b.ring.flush();
+        b.post(&mut wires[1]);
+        assert_eq!(b.ring.unflushed(), 0, "the flush went out");
+        assert_eq!(
+            wires[1].q.len(),
+            3,
+            "pad-and-record split in two WRITEs, plus credits"
+        );
+        assert!(matches!(wires[1].q[1], Op::Credits { imm: None, .. }));
+        while execute(b, &mut wires[1], a) {}
+        a.completions(64);
+        a.consume(100);
+        assert_eq!(a.next_rx, b.next_tx, "the record arrived");
+        // The owner's slots are free again.
+        b.completions(64);
+        assert!(b.ring.sq_slot_unsignaled());
     }
 
     proptest! {

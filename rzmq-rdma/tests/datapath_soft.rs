@@ -202,7 +202,12 @@ fn small_ring_both_directions_stall_and_recover_in_order() {
         Msg::from_vec(v)
     };
     while got[0] < n || got[1] < n {
-        assert!(Instant::now() < end, "stuck at {got:?}");
+        assert!(
+            Instant::now() < end,
+            "stuck at {got:?} (sent {next:?}): a {:?}, b {:?}",
+            a.stats(),
+            b.stats()
+        );
         for side in 0..2 {
             let (tx, rx) = if side == 0 {
                 (&mut a, &mut b)
