@@ -3291,6 +3291,22 @@ mod tests {
         }
     }
 
+    /// A requester in RTS with a live wire, a 17 ms ACK timeout and `psn` as its next PSN.
+    fn rts(psn: u32) -> QpInner {
+        let mut g = QpInner::new();
+        g.state = QpState::Rts;
+        g.timeout = Some(Duration::from_millis(17));
+        g.wire = Some(Wire::new_opt(None));
+        g.next_psn = psn;
+        g.tx_psn = psn;
+        g
+    }
+
+    const REMOTE: RemoteAddr = RemoteAddr {
+        addr: 0x1000,
+        rkey: 9,
+    };
+
     /// Queues a request as `post_send` does (state checks aside).
     fn post(g: &mut QpInner, wr_id: u64, op: SendOp) {
         let psn = g.next_psn;
@@ -3316,20 +3332,11 @@ mod tests {
         // receives the original response and completes it. The next request posted must still
         // go out: it used to wait forever behind a transmit position naming no entry.
         let qp = qp();
-        let mut g = QpInner::new();
-        g.state = QpState::Rts;
-        g.timeout = Some(Duration::from_millis(17));
+        let start = PSN_MASK; // the last PSN before the wrap
+        let mut g = rts(start);
         g.retry_cnt = 1;
         g.retries_left = 1;
-        g.wire = Some(Wire::new_opt(None));
-        let start = PSN_MASK; // the last PSN before the wrap
-        g.next_psn = start;
-        g.tx_psn = start;
-        let remote = RemoteAddr {
-            addr: 0x1000,
-            rkey: 9,
-        };
-        post(&mut g, 1, SendOp::RdmaRead(remote));
+        post(&mut g, 1, SendOp::RdmaRead(REMOTE));
         assert_eq!(g.next_request(), Some(0));
         g.tx_psn = g.next_psn; // transmitted
         let now = Instant::now();
@@ -3341,7 +3348,7 @@ mod tests {
         assert_eq!(wcs.len(), 1);
         assert_eq!((wcs[0].wr_id, wcs[0].status), (1, WcStatus::Success));
         assert!(g.sq.is_empty());
-        post(&mut g, 2, SendOp::RdmaWrite(remote));
+        post(&mut g, 2, SendOp::RdmaWrite(REMOTE));
         assert_eq!(g.next_request(), Some(0), "the new WRITE goes out next");
         assert_eq!(g.timed_psn(), None, "not on the wire yet: no timer");
     }
@@ -3351,18 +3358,9 @@ mod tests {
         // Two READs time out together; the first one's original response then arrives: the
         // retransmission goes on with the second, not with the one just completed.
         let qp = qp();
-        let mut g = QpInner::new();
-        g.state = QpState::Rts;
-        g.timeout = Some(Duration::from_millis(17));
-        g.wire = Some(Wire::new_opt(None));
-        g.next_psn = 100;
-        g.tx_psn = 100;
-        let remote = RemoteAddr {
-            addr: 0x1000,
-            rkey: 9,
-        };
-        post(&mut g, 1, SendOp::RdmaRead(remote));
-        post(&mut g, 2, SendOp::RdmaRead(remote));
+        let mut g = rts(100);
+        post(&mut g, 1, SendOp::RdmaRead(REMOTE));
+        post(&mut g, 2, SendOp::RdmaRead(REMOTE));
         g.tx_psn = 102;
         let now = Instant::now();
         g.last_progress = now - Duration::from_millis(20);
