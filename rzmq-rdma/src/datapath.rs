@@ -955,7 +955,14 @@ impl DataPath {
                     }
                     wrs.push(SendWr {
                         wr_id: wr_id(T_WRITE, signal, 0),
-                        sg_list: std::slice::from_ref(&sges[si]),
+                        // A zero-length WRITE (posted for its completion) carries no SGE:
+                        // nothing to gather, and zero-length SGEs are not treated alike by all
+                        // NICs' drivers.
+                        sg_list: if len == 0 {
+                            &[]
+                        } else {
+                            std::slice::from_ref(&sges[si])
+                        },
                         op: match imm {
                             Some(i) => SendOp::RdmaWriteWithImm(remote, i),
                             None => SendOp::RdmaWrite(remote),
