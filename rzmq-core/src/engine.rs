@@ -858,17 +858,17 @@ impl Engine {
                         Some(m) => {
                             let starts_message = !self.out_in_multipart;
                             self.out_in_multipart = m.more();
-                            let r = match (&mut self.proto, m.data().first()) {
-                                // SUB/XSUB subscriptions travel on the pipe as 0x01/0x00
-                                // messages; on the wire they take the peer's form (SUBSCRIBE /
-                                // CANCEL commands for ZMTP 3.1), as libzmq 4.3.5 does.
-                                (Proto::Zmtp(z), Some(&flag))
-                                    if self.subscriptions
-                                        && starts_message
-                                        && !m.more()
-                                        && flag <= 1 =>
-                                {
-                                    z.send_subscribe(&m.data()[1..], flag == 1)
+                            // SUB/XSUB subscriptions travel on the pipe as 0x01/0x00
+                            // messages; on the wire they take the peer's form (SUBSCRIBE /
+                            // CANCEL commands for ZMTP 3.1), as libzmq 4.3.5 does. (Other
+                            // sockets' frames are not looked at.)
+                            let subscribe = self.subscriptions
+                                && starts_message
+                                && !m.more()
+                                && m.data().first().is_some_and(|&f| f <= 1);
+                            let r = match &mut self.proto {
+                                Proto::Zmtp(z) if subscribe => {
+                                    z.send_subscribe(&m.data()[1..], m.data()[0] == 1)
                                 }
                                 _ => self.proto.send(m),
                             };

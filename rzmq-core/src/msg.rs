@@ -460,7 +460,7 @@ impl Msg {
             // One allocation for refcount and bytes, cached storage cleared.
             let (mut buf, stale) = small_storage(len);
             if stale {
-                if let Some(b) = Arc::get_mut(&mut buf) {
+                if let Some(b) = crate::small::unique_mut(&mut buf) {
                     b[..len].fill(0);
                 }
             }
@@ -515,7 +515,7 @@ impl Msg {
                 return Msg::owned(Arc::from(data), len);
             }
             let (mut buf, _) = small_storage(len);
-            match Arc::get_mut(&mut buf) {
+            match crate::small::unique_mut(&mut buf) {
                 Some(b) => b[..len].copy_from_slice(data),
                 // Unreachable: cached and fresh storage are unique.
                 None => return Msg::owned(Arc::from(data), len),
@@ -626,7 +626,7 @@ impl Msg {
             Body::Inline { len, data } => Some(&mut data[..*len as usize]),
             Body::Owned { buf, off, len } => {
                 let (o, l) = (*off, *len);
-                Arc::get_mut(buf).map(|b| &mut b[o..o + l])
+                crate::small::unique_mut(buf).map(|b| &mut b[o..o + l])
             }
             Body::Shared { buf, off, len } => {
                 let b = Arc::get_mut(buf)?;
@@ -662,7 +662,7 @@ impl Msg {
             Body::Inline { data, .. } => data.as_mut_ptr(),
             Body::Owned { buf, off, .. } => {
                 let o = *off;
-                match Arc::get_mut(buf) {
+                match crate::small::unique_mut(buf) {
                     // SAFETY: o is within the allocation (checked at construction).
                     Some(b) => unsafe { b.as_mut_ptr().add(o) },
                     // Shared storage: as in libzmq, writing through it is the caller's business.

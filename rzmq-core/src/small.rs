@@ -19,7 +19,7 @@
 //! expose bytes not yet written clear them.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The largest body cached here.
@@ -99,7 +99,7 @@ fn batch_bytes(c: usize) -> usize {
 
 /// Cached storage for a body of `len` bytes: unique, `capacity_for(len)` bytes long, holding
 /// stale bytes. None when the caches of its class are empty (or `len` is not cached).
-pub fn take(len: usize) -> Option<Arc<[u8]>> {
+pub(crate) fn take(len: usize) -> Option<Arc<[u8]>> {
     let c = class_of(len)?;
     // try_with: during thread teardown the cache may be gone; then the allocator serves.
     LOCAL
@@ -117,15 +117,42 @@ pub fn take(len: usize) -> Option<Arc<[u8]>> {
         .flatten()
 }
 
-/// Takes back the storage of a dropped body. Storage shared with another handle, or not of a
+/// True when `buf` has no other handle. Frame storage never has weak handles (nothing in rzmq
+/// downgrades it), so one strong count means unique: a load and a fence, where `Arc::get_mut`
+/// takes a compare-and-swap and a store, on every message.
+#[inline]
+pub(crate) fn is_unique(buf: &Arc<[u8]>) -> bool {
+    if Arc::strong_count(buf) != 1 {
+        return false;
+    }
+    // Acquire: the other handles' last uses (before their Release decrements) happen before
+    // whatever the caller does with the storage now.
+    fence(Ordering::Acquire);
+    true
+}
+
+/// `buf`'s bytes, writable, when no other handle shares it (see [`is_unique`]).
+#[inline]
+pub(crate) fn unique_mut(buf: &mut Arc<[u8]>) -> Option<&mut [u8]> {
+    if !is_unique(buf) {
+        return None;
+    }
+    // SAFETY: ours is the only handle and no weak one exists, so nothing else reaches the bytes
+    // while `&mut buf` is held; the pointer comes from the Arc's own (writable) allocation, as
+    // `Arc::get_mut` would return it.
+    Some(unsafe { &mut *(Arc::as_ptr(buf) as *mut [u8]) })
+}
+
+/// Takes back the storage of a dropped body (storage never given a weak handle, see
+/// [`is_unique`]). Storage shared with another handle, or not of a
 /// class size, is simply dropped.
-pub fn give(mut buf: Arc<[u8]>) {
+pub(crate) fn give(buf: Arc<[u8]>) {
     let Some(c) = class_of(buf.len()) else {
         return;
     };
     // Only storage exactly of its class size is reused, and only when no other handle exists
-    // (get_mut also orders the other handles' last uses before our reuse).
-    if class_size(c) != buf.len() || Arc::get_mut(&mut buf).is_none() {
+    // (is_unique also orders the other handles' last uses before our reuse).
+    if class_size(c) != buf.len() || !is_unique(&buf) {
         return;
     }
     let _ = LOCAL.try_with(|l| {

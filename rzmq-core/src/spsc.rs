@@ -16,6 +16,8 @@ use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crossbeam_utils::CachePadded;
+
 const CHUNK: usize = 256;
 
 struct Chunk<T> {
@@ -48,13 +50,18 @@ struct ConsumerSide<T> {
     seen: usize,
 }
 
+/// The fields each side writes for every item sit on cache lines of their own (the published
+/// count, the producer's position, the consumer's position), in this order (`repr(C)`).
+/// Sharing one line would move it between the two cores on every push and every pop.
+#[repr(C)]
 struct Inner<T> {
     /// Items pushed so far (published by the producer).
-    produced: AtomicUsize,
-    /// An emptied chunk returned by the consumer for reuse.
-    spare: AtomicPtr<Chunk<T>>,
+    produced: CachePadded<AtomicUsize>,
     prod: UnsafeCell<ProducerSide<T>>,
-    cons: UnsafeCell<ConsumerSide<T>>,
+    /// The consumer's side, and an emptied chunk it returns to the producer for reuse (touched
+    /// once per chunk).
+    cons: CachePadded<UnsafeCell<ConsumerSide<T>>>,
+    spare: AtomicPtr<Chunk<T>>,
 }
 
 // SAFETY: items move from the producer thread to the consumer thread (T: Send); the producer and
@@ -114,19 +121,19 @@ pub struct Consumer<T> {
 pub fn queue<T: Send>() -> (Producer<T>, Consumer<T>) {
     let first = Chunk::<T>::alloc();
     let inner = Arc::new(Inner {
-        produced: AtomicUsize::new(0),
+        produced: CachePadded::new(AtomicUsize::new(0)),
         spare: AtomicPtr::new(ptr::null_mut()),
         prod: UnsafeCell::new(ProducerSide {
             chunk: first,
             pos: 0,
             count: 0,
         }),
-        cons: UnsafeCell::new(ConsumerSide {
+        cons: CachePadded::new(UnsafeCell::new(ConsumerSide {
             chunk: first,
             pos: 0,
             count: 0,
             seen: 0,
-        }),
+        })),
     });
     (
         Producer {

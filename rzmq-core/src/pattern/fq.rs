@@ -74,7 +74,11 @@ impl Fq {
             if let Some(m) = table.reader(id).and_then(|r| r.read()) {
                 self.more = m.more();
                 if !self.more {
-                    self.current = (self.current + 1) % self.active;
+                    // Next pipe, round robin (no division on the per-message path).
+                    self.current += 1;
+                    if self.current >= self.active {
+                        self.current = 0;
+                    }
                 }
                 return Ok((m, id));
             }

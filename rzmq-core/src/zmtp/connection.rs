@@ -709,7 +709,18 @@ impl Connection {
         }
     }
 
+    #[inline]
     fn check_ready(&self) -> Result<(), ZmtpError> {
+        if matches!(self.state, State::Ready) {
+            Ok(())
+        } else {
+            self.not_ready()
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn not_ready(&self) -> Result<(), ZmtpError> {
         match &self.state {
             State::Ready => Ok(()),
             State::Failed(e) => Err(e.clone()),
