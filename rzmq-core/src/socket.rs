@@ -347,7 +347,11 @@ impl Socket {
         }
     }
 
+    #[inline]
     fn drain_kills(&mut self) {
+        if !self.pipes.has_kills() {
+            return;
+        }
         for id in self.pipes.take_kills() {
             self.terminate_pipe(id);
         }
