@@ -42,6 +42,10 @@
 //! others, input that arrived on them first could still be on its way through that thread, and
 //! libzmq never lets the later one overtake. `RZMQ_DIRECT_RX=0` turns direct receives off alone.
 //!
+//! A socket that claimed the input polls it (and its mailbox) without sleeping for up to
+//! [`spin_budget`] before it sleeps, while polling pays ([`Spin`]): on a virtual machine a
+//! wake-up costs more than the exchange itself.
+//!
 //! Receive states: `IO`, `OFFERED`, `READING` (the reader holds input), `MISSED` (as `READING`,
 //! and the I/O thread saw a readiness event it left alone; the reader looks at the stream once
 //! more when it lets go), `DEAD`. A connection ending while the reader holds its input wakes the
@@ -111,6 +115,91 @@ pub fn rx_enabled() -> bool {
 /// Turns direct sends on or off for connections that go idle from now on.
 pub fn set_enabled(on: bool) {
     ENABLED.store(if on { 1 } else { 2 }, Ordering::Relaxed);
+}
+
+/// Default busy-poll budget of a direct receive, in microseconds (see [`spin_budget`]).
+pub const DEFAULT_SPIN_US: u64 = 30;
+/// The budget in microseconds; `u64::MAX`: not decided yet.
+static SPIN_US: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// How long a blocking direct receive polls the stream before it sleeps (zero: never).
+///
+/// Waking a sleeping thread costs tens of microseconds on a virtual machine (the idle CPU must
+/// be woken too), several times the kernel's own loopback latency: a request/reply exchange is
+/// mostly wake-ups. A receive that polls a little before it sleeps catches a reply that follows
+/// quickly without them. The budget is spent only by a socket blocked in a receive on a
+/// connection it reads itself, and only while polling pays: see [`Spin`]. The first call reads
+/// `RZMQ_SPIN_US` (microseconds, `0`: off; default [`DEFAULT_SPIN_US`]) unless
+/// [`set_spin_us`] was called.
+pub fn spin_budget() -> std::time::Duration {
+    let mut us = SPIN_US.load(Ordering::Relaxed);
+    if us == u64::MAX {
+        let from_env = std::env::var("RZMQ_SPIN_US")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(DEFAULT_SPIN_US, |v| v.min(1_000_000));
+        let _ = SPIN_US.compare_exchange(u64::MAX, from_env, Ordering::Relaxed, Ordering::Relaxed);
+        us = SPIN_US.load(Ordering::Relaxed);
+    }
+    std::time::Duration::from_micros(us)
+}
+
+/// Sets the busy-poll budget of direct receives, in microseconds (0: off), for this process.
+pub fn set_spin_us(us: u64) {
+    SPIN_US.store(us.min(1_000_000), Ordering::Relaxed);
+}
+
+static SPIN_HITS: AtomicU64 = AtomicU64::new(0);
+
+/// Times in this process a blocking direct receive found input (or a command) while polling,
+/// before it slept (for tests and diagnostics).
+pub fn spin_stats() -> u64 {
+    SPIN_HITS.load(Ordering::Relaxed)
+}
+
+/// Polls in a row that found nothing before a socket stops polling.
+const SPIN_MISSES: u8 = 4;
+
+/// One socket's adaptive busy-polling: it polls before sleeping while polling finds input, stops
+/// after [`SPIN_MISSES`] polls in a row that found none (sparse traffic: the budget would only
+/// burn CPU), and starts again when a receive that slept was answered within the budget (a
+/// poll would have caught it).
+#[derive(Debug, Clone)]
+pub struct Spin {
+    credit: u8,
+}
+
+impl Default for Spin {
+    fn default() -> Spin {
+        Spin {
+            credit: SPIN_MISSES,
+        }
+    }
+}
+
+impl Spin {
+    /// Whether the next blocking receive should poll first.
+    pub fn active(&self) -> bool {
+        self.credit > 0
+    }
+
+    /// Polling found input (or a command).
+    pub fn hit(&mut self) {
+        SPIN_HITS.fetch_add(1, Ordering::Relaxed);
+        self.credit = SPIN_MISSES;
+    }
+
+    /// Polling used the whole budget and found nothing.
+    pub fn miss(&mut self) {
+        self.credit = self.credit.saturating_sub(1);
+    }
+
+    /// A receive slept `waited` before input came; `budget` is the polling budget.
+    pub fn slept(&mut self, waited: std::time::Duration, budget: std::time::Duration) {
+        if waited <= budget {
+            self.credit = SPIN_MISSES;
+        }
+    }
 }
 
 static SENT: AtomicU64 = AtomicU64::new(0);
@@ -803,6 +892,32 @@ mod tests {
     use std::io::Read;
     use std::os::unix::io::AsRawFd;
     use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn spinning_stops_on_misses_and_resumes_after_a_quick_wake() {
+        let budget = std::time::Duration::from_micros(30);
+        let mut s = Spin::default();
+        assert!(s.active());
+        for _ in 0..SPIN_MISSES - 1 {
+            s.miss();
+            assert!(s.active());
+        }
+        s.miss();
+        assert!(!s.active(), "sparse traffic: polling stops");
+        // A long sleep does not bring it back; a wait the budget would have covered does.
+        s.slept(std::time::Duration::from_millis(5), budget);
+        assert!(!s.active());
+        s.slept(std::time::Duration::from_micros(12), budget);
+        assert!(s.active());
+        // A hit restores the whole credit.
+        s.miss();
+        s.miss();
+        s.hit();
+        for _ in 0..SPIN_MISSES - 1 {
+            s.miss();
+        }
+        assert!(s.active());
+    }
 
     fn msg(bytes: &[u8], more: bool) -> Msg {
         let mut m = Msg::copy_from(bytes);

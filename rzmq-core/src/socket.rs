@@ -205,6 +205,8 @@ pub struct Socket {
     endpoints: Vec<EndpointRec>,
     monitor: Monitor,
     closed: bool,
+    /// Busy-polling before a direct receive sleeps (see [`crate::direct::spin_budget`]).
+    spin: crate::direct::Spin,
 }
 
 impl std::fmt::Debug for Socket {
@@ -245,6 +247,7 @@ impl Socket {
             endpoints: Vec::new(),
             monitor: Monitor::new(),
             closed: false,
+            spin: crate::direct::Spin::default(),
         })
     }
 
@@ -513,10 +516,28 @@ impl Socket {
             return None;
         }
         let mut frames = Vec::new();
+        // Poll without sleeping for up to the budget first (only while that pays, see
+        // crate::direct::Spin), then sleep.
+        let budget = crate::direct::spin_budget();
+        let mut spin_until =
+            (!budget.is_zero() && self.spin.active()).then(|| Instant::now() + budget);
+        let mut slept_at: Option<Instant> = None;
         loop {
-            let ms = crate::signal::poll_ms(
-                deadline.map(|d| d.saturating_duration_since(Instant::now())),
-            );
+            let now = Instant::now();
+            if let Some(until) = spin_until {
+                if now >= until || deadline.is_some_and(|d| now >= d) {
+                    spin_until = None;
+                    self.spin.miss();
+                }
+            }
+            let ms = if spin_until.is_some() {
+                0
+            } else {
+                if slept_at.is_none() {
+                    slept_at = Some(now);
+                }
+                crate::signal::poll_ms(deadline.map(|d| d.saturating_duration_since(now)))
+            };
             let mut fds = [
                 libc::pollfd {
                     fd: self.shared.mailbox.fd(),
@@ -537,8 +558,17 @@ impl Socket {
                 return Some(Err(e.into()));
             }
             if rc == 0 {
+                if spin_until.is_some() {
+                    std::hint::spin_loop();
+                    continue;
+                }
                 rx.release();
                 return Some(Err(Error::Again));
+            }
+            // Something is ready: polling paid, or a sleep it could have covered ended.
+            match slept_at {
+                None => self.spin.hit(),
+                Some(at) => self.spin.slept(at.elapsed(), budget),
             }
             if fds[1].revents != 0 {
                 let step = rx.receive(&mut frames);

@@ -3,7 +3,7 @@
 //! whether the socket or the I/O thread read it: frames cut across reads, multipart messages,
 //! commands the I/O thread must answer (PING), a peer that dies mid-frame or sends garbage,
 //! messages larger than the socket buffers (direct sends the kernel takes only in part), and a
-//! context shut down under a blocked receive.
+//! context shut down under a blocked receive; with and without polling before sleeping.
 //!
 //! One test function, run scenario by scenario: the counters it checks are per process.
 
@@ -221,8 +221,65 @@ fn shutdown_scenario() {
     assert_eq!(blocked.join().unwrap().unwrap_err(), Error::Term);
 }
 
+/// A receive polling the connection (a budget far longer than the timeout) still returns
+/// `Again` at its RCVTIMEO, and `ETERM` when the context shuts down.
+fn spin_deadline_scenario() {
+    rzmq_core::direct::set_spin_us(1_000_000);
+    let ctx_a = Context::new();
+    let ctx_b = Context::new();
+    let mut pull = sock(&ctx_a, SocketType::Pull, 20);
+    pull.bind("tcp://127.0.0.1:*").unwrap();
+    let mut push = sock(&ctx_b, SocketType::Push, TIMEOUT_MS);
+    push.connect(pull.last_endpoint()).unwrap();
+    push.send(&b"first"[..], 0).unwrap();
+    pull.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
+    assert_eq!(recv_all(&mut pull), vec![b"first".to_vec()]);
+    pull.set_option_i32(opt::RCVTIMEO, 20).unwrap();
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        assert_eq!(pull.recv_msg(0).unwrap_err(), Error::Again);
+        // The deadline, not the 1 s budget, ended the wait.
+        assert!(
+            t.elapsed() < Duration::from_millis(900),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+    // Still delivers after the timeouts.
+    push.send(&b"second"[..], 0).unwrap();
+    pull.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
+    assert_eq!(recv_all(&mut pull), vec![b"second".to_vec()]);
+    pull.set_option_i32(opt::RCVTIMEO, -1).unwrap();
+    let blocked = std::thread::spawn(move || {
+        let r = pull.recv_msg(0).map(|m| m.data().to_vec());
+        drop(pull);
+        r
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    ctx_a.shutdown();
+    assert_eq!(blocked.join().unwrap().unwrap_err(), Error::Term);
+    rzmq_core::direct::set_spin_us(rzmq_core::direct::DEFAULT_SPIN_US);
+}
+
 #[test]
 fn direct_receives_deliver_whole_messages_in_order() {
+    // Polling before sleeping off: every reply is read after a sleep.
+    rzmq_core::direct::set_spin_us(0);
+    let spun0 = rzmq_core::direct::spin_stats();
+    req_rep_scenario();
+    assert_eq!(
+        rzmq_core::direct::spin_stats(),
+        spun0,
+        "polled with a zero budget"
+    );
+    // A budget longer than any reply takes here: replies are read while polling.
+    rzmq_core::direct::set_spin_us(200_000);
+    req_rep_scenario();
+    assert!(
+        rzmq_core::direct::spin_stats() > spun0,
+        "no reply was found while polling"
+    );
+    spin_deadline_scenario();
     let (got0, back0) = rzmq_core::direct::rx_stats();
     req_rep_scenario();
     let (got1, _) = rzmq_core::direct::rx_stats();
