@@ -4,7 +4,8 @@
 with the same command line and output:
 
 - `libzmq`: libzmq's tools (vendor/perf of the zeromq-src crate) on the system libzmq;
-- `rzmq-native`: rzmq's perf examples (`rzmq-core/examples/*`);
+- `rzmq-native`: rzmq's perf examples (`rzmq-core/examples/*`); `rzmq-native-nospin` the same
+  with `RZMQ_SPIN_US=0` (direct receives sleep at once instead of polling first);
 - `rzmq-capi`: libzmq's tools with `LD_PRELOAD` of rzmq's `libzmq.so` (the C ABI path);
 - `rzmq-rdma-soft`, `rzmq-capi-rdma-soft`: the same two over tcp endpoints with
   `RZMQ_RDMA=require RZMQ_RDMA_PROVIDER=soft` (the examples `rzmq-benches/examples/rdma_*`
@@ -111,6 +112,9 @@ def implementations(peers_built):
     impls = {
         "libzmq": (libzmq_tools(), {}, ["tcp", "ipc", "inproc"], False),
         "rzmq-native": (native, {}, ["tcp", "ipc", "inproc"], False),
+        # Without polling before sleeping in direct receives (on by default, see
+        # docs/ARCHITECTURE.md): what the latency rows owe to it, and what throughput does without.
+        "rzmq-native-nospin": (native, {"RZMQ_SPIN_US": "0"}, ["tcp", "ipc"], False),
         # The C ABI installs the RDMA upgrader itself; off keeps these rows on tcp even where an
         # RDMA device would be found.
         "rzmq-capi": (libzmq_tools(), dict(capi, RZMQ_RDMA="off"), ["tcp", "ipc", "inproc"], False),
