@@ -211,13 +211,20 @@ fn shutdown_scenario() {
     push.connect(pull.last_endpoint()).unwrap();
     push.send(&b"first"[..], 0).unwrap();
     assert_eq!(recv_all(&mut pull), vec![b"first".to_vec()]);
+    shutdown_wakes(pull, &ctx_a, 200);
+}
+
+/// `pull`, blocked in a receive with no timeout, wakes with ETERM when `ctx` (its context) shuts
+/// down `after_ms` later.
+fn shutdown_wakes(mut pull: Socket, ctx: &Context, after_ms: u64) {
+    pull.set_option_i32(opt::RCVTIMEO, -1).unwrap();
     let blocked = std::thread::spawn(move || {
         let r = pull.recv_msg(0).map(|m| m.data().to_vec());
         drop(pull);
         r
     });
-    std::thread::sleep(Duration::from_millis(200));
-    ctx_a.shutdown();
+    std::thread::sleep(Duration::from_millis(after_ms));
+    ctx.shutdown();
     assert_eq!(blocked.join().unwrap().unwrap_err(), Error::Term);
 }
 
@@ -249,15 +256,7 @@ fn spin_deadline_scenario() {
     push.send(&b"second"[..], 0).unwrap();
     pull.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
     assert_eq!(recv_all(&mut pull), vec![b"second".to_vec()]);
-    pull.set_option_i32(opt::RCVTIMEO, -1).unwrap();
-    let blocked = std::thread::spawn(move || {
-        let r = pull.recv_msg(0).map(|m| m.data().to_vec());
-        drop(pull);
-        r
-    });
-    std::thread::sleep(Duration::from_millis(50));
-    ctx_a.shutdown();
-    assert_eq!(blocked.join().unwrap().unwrap_err(), Error::Term);
+    shutdown_wakes(pull, &ctx_a, 50);
     rzmq_core::direct::set_spin_us(rzmq_core::direct::DEFAULT_SPIN_US);
 }
 
