@@ -169,7 +169,7 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
             in_multipart: false,
             closed: false,
             batch: Vec::new().into_iter(),
-            inbox: Vec::new().into_iter(),
+            inbox: std::collections::VecDeque::new(),
             rx: None,
             rx_gen: 0,
         },
@@ -455,7 +455,7 @@ pub struct Reader {
     batch: std::vec::IntoIter<Msg>,
     /// Frames the reader's owner read from the connection itself (a direct receive): they
     /// follow everything queued before and precede everything queued after.
-    inbox: std::vec::IntoIter<Msg>,
+    inbox: std::collections::VecDeque<Msg>,
     /// The connection input last read from `Shared::rx`, as of `rx_gen`.
     rx: Option<Arc<DirectRx>>,
     rx_gen: u64,
@@ -529,7 +529,7 @@ impl Reader {
         let m = match self.batch.next() {
             Some(m) => m,
             None => {
-                if let Some(m) = self.inbox.next() {
+                if let Some(m) = self.inbox.pop_front() {
                     // Read from the connection directly: never counted by the writer.
                     self.in_multipart = m.more();
                     return Some(m);
@@ -620,14 +620,9 @@ impl Reader {
 
     /// Queues frames of whole messages the owner read from the connection itself, while the
     /// pipe was empty and the connection's input was the owner's.
-    pub fn deliver_direct(&mut self, frames: Vec<Msg>) {
-        if self.inbox.len() == 0 {
-            self.inbox = frames.into_iter();
-        } else {
-            let mut all: Vec<Msg> = self.inbox.by_ref().collect();
-            all.extend(frames);
-            self.inbox = all.into_iter();
-        }
+    pub fn deliver_direct(&mut self, frames: &mut Vec<Msg>) {
+        // Both keep their storage: a direct receive allocates nothing once warm.
+        self.inbox.extend(frames.drain(..));
     }
 
     /// True when the last read found the queue empty and nothing was written since.
@@ -706,7 +701,7 @@ impl Reader {
         self.shared.notify_writer(|t| t.notify.pipe_closed(t.token));
         // Release queued frames (and their external buffers) now rather than when the writer goes.
         self.batch = Vec::new().into_iter();
-        self.inbox = Vec::new().into_iter();
+        self.inbox = std::collections::VecDeque::new();
         self.rx = None;
         while self.pop_item().is_some() {}
     }

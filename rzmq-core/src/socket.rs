@@ -207,6 +207,9 @@ pub struct Socket {
     closed: bool,
     /// Busy-polling before a direct receive sleeps (see [`crate::direct::spin_budget`]).
     spin: crate::direct::Spin,
+    /// Where a direct receive puts the frames it read (kept for its storage; empty between
+    /// receives).
+    rx_frames: Vec<Msg>,
 }
 
 impl std::fmt::Debug for Socket {
@@ -248,6 +251,7 @@ impl Socket {
             monitor: Monitor::new(),
             closed: false,
             spin: crate::direct::Spin::default(),
+            rx_frames: Vec::new(),
         })
     }
 
@@ -500,6 +504,23 @@ impl Socket {
 
     /// A direct receive; `None` when input is not the socket's to take now.
     fn direct_recv(&mut self, deadline: Option<Instant>) -> Option<Result<()>> {
+        // The frames read go through a buffer the socket keeps (no allocation per receive).
+        let mut frames = std::mem::take(&mut self.rx_frames);
+        let r = self.direct_recv_into(deadline, &mut frames);
+        frames.clear();
+        // A burst of tiny frames may have grown it: keep only a reply's worth.
+        if frames.capacity() <= 1024 {
+            self.rx_frames = frames;
+        }
+        r
+    }
+
+    /// [`Socket::direct_recv`], with `frames` (empty) to read into.
+    fn direct_recv_into(
+        &mut self,
+        deadline: Option<Instant>,
+        frames: &mut Vec<Msg>,
+    ) -> Option<Result<()>> {
         use crate::direct::Received;
         if self.shared.mailbox.has_pending() {
             return None;
@@ -515,7 +536,6 @@ impl Socket {
             rx.release();
             return None;
         }
-        let mut frames = Vec::new();
         // Poll without sleeping for up to the budget first (only while that pays, see
         // crate::direct::Spin), then sleep.
         let budget = crate::direct::spin_budget();
@@ -571,7 +591,7 @@ impl Socket {
                 Some(at) => self.spin.slept(at.elapsed(), budget),
             }
             if fds[1].revents != 0 {
-                let step = rx.receive(&mut frames);
+                let step = rx.receive(frames);
                 if step == Received::Messages {
                     rx.release();
                 }
