@@ -628,14 +628,14 @@ impl Reader {
     /// True when the last read found the queue empty and nothing was written since.
     pub fn is_idle(&self) -> bool {
         self.batch.len() == 0
-            && self.inbox.len() == 0
+            && self.inbox.is_empty()
             && self.shared.reader_idle.load(Ordering::SeqCst)
     }
 
     /// True when a frame can be read now. When not, the reader is registered for an activation
     /// (exactly as a `read` returning `None`), so a later write wakes its owner.
     pub fn has_msg(&self) -> bool {
-        if self.batch.len() > 0 || self.inbox.len() > 0 || !self.queue_empty() {
+        if self.batch.len() > 0 || !self.inbox.is_empty() || !self.queue_empty() {
             return true;
         }
         self.shared.reader_idle.store(true, Ordering::SeqCst);
@@ -656,7 +656,7 @@ impl Reader {
     pub fn is_finished(&self) -> bool {
         self.shared.writer_closed.load(Ordering::Acquire)
             && self.batch.len() == 0
-            && self.inbox.len() == 0
+            && self.inbox.is_empty()
             && self.queue_empty()
     }
 
