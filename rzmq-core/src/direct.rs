@@ -189,7 +189,7 @@ impl Spin {
         self.credit = SPIN_MISSES;
     }
 
-    /// Polling used the whole budget and found nothing.
+    /// Polling ended (its budget or the receive's deadline ran out) and found nothing.
     pub fn miss(&mut self) {
         self.credit = self.credit.saturating_sub(1);
     }
@@ -700,7 +700,7 @@ impl DirectRx {
     /// whole messages' frames to `out`. After messages, the connection's output is granted
     /// again if a direct send left it idle (see [`DirectTx::regrant`]), so the reply to them
     /// goes out directly too.
-    pub fn receive(&self, out: &mut Vec<Msg>) -> Received {
+    pub fn receive(&self, out: &mut std::collections::VecDeque<Msg>) -> Received {
         use crate::zmtp::codec::{FLAG_COMMAND, FLAG_MORE};
         let mut decs = self.decoders();
         let Some(dec) = decs.spare.as_mut() else {
@@ -753,7 +753,7 @@ impl DirectRx {
                         } else {
                             // A whole message: its earlier frames (if any), then this one.
                             out.extend(partial.drain(..).map(|(_, m)| m));
-                            out.push(m);
+                            out.push_back(m);
                         }
                     }
                     Ok(None) => break,

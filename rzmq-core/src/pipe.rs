@@ -618,11 +618,11 @@ impl Reader {
         self.rx.as_ref()
     }
 
-    /// Queues frames of whole messages the owner read from the connection itself, while the
-    /// pipe was empty and the connection's input was the owner's.
-    pub fn deliver_direct(&mut self, frames: &mut Vec<Msg>) {
-        // Both keep their storage: a direct receive allocates nothing once warm.
-        self.inbox.extend(frames.drain(..));
+    /// Where the owner puts frames of whole messages it read from the connection itself, while
+    /// the pipe was empty and the connection's input was the owner's (see
+    /// [`crate::direct::DirectRx::receive`]).
+    pub fn direct_inbox(&mut self) -> &mut std::collections::VecDeque<Msg> {
+        &mut self.inbox
     }
 
     /// True when the last read found the queue empty and nothing was written since.

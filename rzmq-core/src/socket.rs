@@ -207,9 +207,6 @@ pub struct Socket {
     closed: bool,
     /// Busy-polling before a direct receive sleeps (see [`crate::direct::spin_budget`]).
     spin: crate::direct::Spin,
-    /// Where a direct receive puts the frames it read (kept for its storage; empty between
-    /// receives).
-    rx_frames: Vec<Msg>,
 }
 
 impl std::fmt::Debug for Socket {
@@ -251,7 +248,6 @@ impl Socket {
             monitor: Monitor::new(),
             closed: false,
             spin: crate::direct::Spin::default(),
-            rx_frames: Vec::new(),
         })
     }
 
@@ -504,23 +500,6 @@ impl Socket {
 
     /// A direct receive; `None` when input is not the socket's to take now.
     fn direct_recv(&mut self, deadline: Option<Instant>) -> Option<Result<()>> {
-        // The frames read go through a buffer the socket keeps (no allocation per receive).
-        let mut frames = std::mem::take(&mut self.rx_frames);
-        let r = self.direct_recv_into(deadline, &mut frames);
-        frames.clear();
-        // A burst of tiny frames may have grown it: keep only a reply's worth.
-        if frames.capacity() <= 1024 {
-            self.rx_frames = frames;
-        }
-        r
-    }
-
-    /// [`Socket::direct_recv`], with `frames` (empty) to read into.
-    fn direct_recv_into(
-        &mut self,
-        deadline: Option<Instant>,
-        frames: &mut Vec<Msg>,
-    ) -> Option<Result<()>> {
         use crate::direct::Received;
         if self.shared.mailbox.has_pending() {
             return None;
@@ -591,15 +570,21 @@ impl Socket {
                 Some(at) => self.spin.slept(at.elapsed(), budget),
             }
             if fds[1].revents != 0 {
-                let step = rx.receive(frames);
+                // Whole messages go straight to the pipe reader's inbox (the pipe stays while
+                // this thread holds the socket).
+                let Some(e) = self.pipes.get_mut(id) else {
+                    rx.release();
+                    return Some(Ok(()));
+                };
+                let inbox = e.reader.direct_inbox();
+                let before = inbox.len();
+                let step = rx.receive(inbox);
+                let got = inbox.len() > before;
                 if step == Received::Messages {
                     rx.release();
                 }
                 if step != Received::Nothing {
-                    if !frames.is_empty() {
-                        if let Some(e) = self.pipes.get_mut(id) {
-                            e.reader.deliver_direct(frames);
-                        }
+                    if got {
                         self.pattern.read_activated(id, &mut self.pipes);
                     }
                     return Some(Ok(()));
