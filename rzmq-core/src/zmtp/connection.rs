@@ -722,7 +722,6 @@ impl Connection {
     #[inline(never)]
     fn not_ready(&self) -> Result<(), ZmtpError> {
         match &self.state {
-            State::Ready => Ok(()),
             State::Failed(e) => Err(e.clone()),
             _ => Err(ZmtpError::NotReady),
         }
