@@ -256,7 +256,14 @@ fn spin_deadline_scenario() {
     push.send(&b"second"[..], 0).unwrap();
     pull.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
     assert_eq!(recv_all(&mut pull), vec![b"second".to_vec()]);
+    // The receive blocked next polls (a 1 s budget, at most three misses so far): the shutdown
+    // is found while polling.
+    let spun = rzmq_core::direct::spin_stats();
     shutdown_wakes(pull, &ctx_a, 50);
+    assert!(
+        rzmq_core::direct::spin_stats() > spun,
+        "the shutdown was not seen while polling"
+    );
     rzmq_core::direct::set_spin_us(rzmq_core::direct::DEFAULT_SPIN_US);
 }
 
