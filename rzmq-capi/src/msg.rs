@@ -261,6 +261,17 @@ pub(crate) unsafe fn external(
 /// As [`zmq_msg_init`].
 #[no_mangle]
 pub unsafe extern "C" fn zmq_msg_close(msg: *mut zmq_msg_t) -> c_int {
+    // The common case after a send (the message was reset to empty): nothing to release, so
+    // only the tag changes.
+    // SAFETY: caller's contract; msg_ref checks the pointer and the LIVE tag.
+    if let Ok(m) = unsafe { msg_ref(msg) } {
+        if m.holds_nothing() {
+            // SAFETY: msg_ref succeeded, so msg is aligned and points to a live zmq_msg_t; a
+            // Msg holding nothing needs no drop, and the CLOSED tag makes it unreadable.
+            unsafe { set_tag(msg, CLOSED) };
+            return 0;
+        }
+    }
     call(|| {
         // SAFETY: caller's contract.
         drop(unsafe { msg_take(msg) }?);

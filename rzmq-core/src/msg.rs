@@ -272,15 +272,12 @@ impl RecvBuf {
             self.credit = RECV_REF_BATCH;
         }
         self.credit -= 1;
-        Msg {
-            // A reference taken from the credit counted above.
-            body: Body::Recv {
-                buf: RecvRef(self.own.0),
-                off,
-                len,
-            },
-            ..Msg::new()
-        }
+        // A reference taken from the credit counted above.
+        Msg::of_body(Body::Recv {
+            buf: RecvRef(self.own.0),
+            off,
+            len,
+        })
     }
 }
 
@@ -440,16 +437,25 @@ impl Msg {
         }
     }
 
+    /// A plain frame (no flags, routing id or metadata) over `body`. Not `..Msg::new()`: struct
+    /// update from a temporary would drop the temporary's `Body` (a call per frame).
+    #[inline(always)]
+    const fn of_body(body: Body) -> Msg {
+        Msg {
+            body,
+            flags: 0,
+            routing_id: 0,
+            metadata: None,
+        }
+    }
+
     /// A frame of `len` zero bytes, to be filled through [`Msg::data_mut`].
     pub fn with_size(len: usize) -> Msg {
         if len <= INLINE_CAP {
-            Msg {
-                body: Body::Inline {
-                    len: len as u8,
-                    data: [0; INLINE_CAP],
-                },
-                ..Msg::new()
-            }
+            Msg::of_body(Body::Inline {
+                len: len as u8,
+                data: [0; INLINE_CAP],
+            })
         } else if (crate::pool::POOL_MIN..=crate::pool::POOL_MAX).contains(&len) {
             Msg::from_buffer(
                 Arc::new(Buffer::from_pooled(crate::pool::take_zeroed(len), len)),
@@ -487,14 +493,11 @@ impl Msg {
     /// A frame of the first `len` bytes of `buf`.
     fn owned(buf: Arc<[u8]>, len: usize) -> Msg {
         debug_assert!(len <= buf.len());
-        Msg {
-            body: Body::Owned {
-                buf: ManuallyDrop::new(buf),
-                off: 0,
-                len,
-            },
-            ..Msg::new()
-        }
+        Msg::of_body(Body::Owned {
+            buf: ManuallyDrop::new(buf),
+            off: 0,
+            len,
+        })
     }
 
     /// A frame holding a copy of `data`.
@@ -502,13 +505,10 @@ impl Msg {
         if data.len() <= INLINE_CAP {
             let mut buf = [0u8; INLINE_CAP];
             buf[..data.len()].copy_from_slice(data);
-            Msg {
-                body: Body::Inline {
-                    len: data.len() as u8,
-                    data: buf,
-                },
-                ..Msg::new()
-            }
+            Msg::of_body(Body::Inline {
+                len: data.len() as u8,
+                data: buf,
+            })
         } else {
             let len = data.len();
             if len > crate::small::SMALL_MAX {
@@ -546,10 +546,7 @@ impl Msg {
             off.checked_add(len).is_some_and(|end| end <= buf.len()),
             "slice outside buffer"
         );
-        Msg {
-            body: Body::Shared { buf, off, len },
-            ..Msg::new()
-        }
+        Msg::of_body(Body::Shared { buf, off, len })
     }
 
     /// A frame over a caller's buffer, released by `release` once no owner is left.
@@ -594,7 +591,7 @@ impl Msg {
                 *l = len;
             }
         }
-        Some(Msg { body, ..Msg::new() })
+        Some(Msg::of_body(body))
     }
 
     /// Where the bytes live: the allocation, its size and how many handles share it.
@@ -690,6 +687,13 @@ impl Msg {
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// True when dropping this frame releases nothing (inline bytes, no metadata), so a holder
+    /// such as the C ABI may forget it instead of running its drop.
+    #[inline]
+    pub fn holds_nothing(&self) -> bool {
+        matches!(self.body, Body::Inline { .. }) && self.metadata.is_none()
     }
 
     /// The shared buffer behind this frame, if it is not inline (for zero-copy transports).
