@@ -52,8 +52,8 @@ fn class_of(len: usize) -> Option<usize> {
     Some((k - MIN_CLASS.trailing_zeros() as usize) * 4 + sub)
 }
 
-/// The size of class `c`.
-fn class_size(c: usize) -> usize {
+/// The size of class `c`, computed (see [`CLASS_SIZES`]).
+const fn class_size_of(c: usize) -> usize {
     if c == 0 {
         return MIN_CLASS;
     }
@@ -62,9 +62,46 @@ fn class_size(c: usize) -> usize {
     (1 << k) + sub * (1 << (k - 2))
 }
 
+/// Class sizes and batch lengths, computed once at compile time: a drop on the I/O thread
+/// looks them up instead of dividing for every frame.
+const CLASS_SIZES: [usize; CLASSES] = {
+    let mut a = [0; CLASSES];
+    let mut c = 0;
+    while c < CLASSES {
+        a[c] = class_size_of(c);
+        c += 1;
+    }
+    a
+};
+
+/// How many bodies of each class make a batch: `BATCH_BYTES` worth, between 4 and 256.
+const BATCH_LENS: [usize; CLASSES] = {
+    let mut a = [0; CLASSES];
+    let mut c = 0;
+    while c < CLASSES {
+        let n = BATCH_BYTES / class_size_of(c);
+        a[c] = if n < 4 {
+            4
+        } else if n > 256 {
+            256
+        } else {
+            n
+        };
+        c += 1;
+    }
+    a
+};
+
+/// The size of class `c`.
+#[inline]
+fn class_size(c: usize) -> usize {
+    CLASS_SIZES[c]
+}
+
 /// How many bodies of class `c` make a batch.
+#[inline]
 fn batch_len(c: usize) -> usize {
-    (BATCH_BYTES / class_size(c)).clamp(4, 256)
+    BATCH_LENS[c]
 }
 
 /// The storage size a body of `len` bytes gets (`len` itself above [`SMALL_MAX`]).
@@ -206,6 +243,9 @@ mod tests {
             assert!(size >= len, "{len} fits its class");
             assert!(c == 0 || class_size(c - 1) < len, "{len}: smallest class");
             assert!(len <= 64 || size * 4 <= len * 5, "{len}: within a quarter");
+        }
+        for c in 0..CLASSES {
+            assert_eq!(batch_len(c), (BATCH_BYTES / class_size(c)).clamp(4, 256));
         }
         assert_eq!(class_of(SMALL_MAX + 1), None);
         assert_eq!(capacity_for(SMALL_MAX + 1), SMALL_MAX + 1);
