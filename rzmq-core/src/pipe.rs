@@ -42,7 +42,8 @@ pub struct Target {
     pub token: u64,
 }
 
-/// One queue slot: a single-frame message, or all frames of a multipart message at once.
+/// What a conflating pipe holds: the newest message, a single frame or all its frames. (The
+/// queue of other pipes holds frames; those of a multipart message are published together.)
 enum Item {
     One(Msg),
     Many(Vec<Msg>),
@@ -167,6 +168,7 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
                 low_water_mark(hwm)
             },
             in_multipart: false,
+            queue_multipart: false,
             closed: false,
             batch: Vec::new().into_iter(),
             inbox: std::collections::VecDeque::new(),
@@ -179,7 +181,7 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
 /// The writing end of a pipe.
 pub struct Writer {
     shared: Arc<Shared>,
-    q: spsc::Producer<Item>,
+    q: spsc::Producer<Msg>,
     written: u64,
     read_seen: u64,
     pending: Vec<Msg>,
@@ -302,22 +304,34 @@ impl Writer {
                 }
             }
         }
-        let item = if self.pending.is_empty() {
-            Item::One(msg)
-        } else {
-            // All frames become visible together: the reader never sees half a message.
-            let mut frames = std::mem::take(&mut self.pending);
-            frames.push(msg);
-            Item::Many(frames)
-        };
         if self.conflate {
+            let item = if self.pending.is_empty() {
+                Item::One(msg)
+            } else {
+                let mut frames = std::mem::take(&mut self.pending);
+                frames.push(msg);
+                Item::Many(frames)
+            };
             // Only the newest message is kept, replacing one the reader has not taken yet.
             *self.shared.latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(item);
         } else {
-            self.q.push(item);
+            // All frames become visible together: the reader never sees half a message.
+            if !self.pending.is_empty() {
+                self.push_pending();
+            }
+            self.q.push(msg);
         }
         self.written += 1;
         true
+    }
+
+    /// Queues the held frames of a multipart message, unpublished (its last frame publishes
+    /// them); the buffer keeps its capacity for the next message.
+    #[cold]
+    fn push_pending(&mut self) {
+        for f in self.pending.drain(..) {
+            self.q.push_unpublished(f);
+        }
     }
 
     /// Writes a frame if there is room, handing it back otherwise.
@@ -442,7 +456,7 @@ impl Drop for Writer {
 /// The reading end of a pipe.
 pub struct Reader {
     shared: Arc<Shared>,
-    q: spsc::Consumer<Item>,
+    q: spsc::Consumer<Msg>,
     conflate: bool,
     read: u64,
     /// Messages left to read before the count is published to the writer.
@@ -450,8 +464,10 @@ pub struct Reader {
     /// Bytes read since the count was last published.
     unpublished_bytes: usize,
     in_multipart: bool,
+    /// The last frame came from the queue and had MORE: the rest of its message follows there.
+    queue_multipart: bool,
     closed: bool,
-    /// The remaining frames of a multipart item being read.
+    /// The remaining frames of a multipart message a conflating pipe held.
     batch: std::vec::IntoIter<Msg>,
     /// Frames the reader's owner read from the connection itself (a direct receive): they
     /// follow everything queued before and precede everything queued after.
@@ -481,16 +497,32 @@ impl Reader {
         }
     }
 
-    #[inline]
-    fn pop_item(&mut self) -> Option<Item> {
+    /// The next frame of the queue (or of a conflating pipe's newest message).
+    #[inline(always)]
+    fn pop_frame(&mut self) -> Option<Msg> {
         if self.conflate {
-            self.shared
-                .latest
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take()
-        } else {
-            self.q.pop()
+            return self.pop_conflated();
+        }
+        self.q.pop()
+    }
+
+    #[cold]
+    fn pop_conflated(&mut self) -> Option<Msg> {
+        if let Some(m) = self.batch.next() {
+            return Some(m);
+        }
+        let item = self
+            .shared
+            .latest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()?;
+        match item {
+            Item::One(m) => Some(m),
+            Item::Many(v) => {
+                self.batch = v.into_iter();
+                self.batch.next()
+            }
         }
     }
 
@@ -526,38 +558,30 @@ impl Reader {
     /// Reads one frame. On `None` the reader is registered for an activation.
     #[inline]
     pub fn read(&mut self) -> Option<Msg> {
-        let m = match self.batch.next() {
+        // Frames read from the connection directly (never counted by the writer) do not cut
+        // into a message half read from the queue.
+        if !self.queue_multipart {
+            if let Some(m) = self.inbox.pop_front() {
+                self.in_multipart = m.more();
+                return Some(m);
+            }
+        }
+        let m = match self.pop_frame() {
             Some(m) => m,
             None => {
-                if let Some(m) = self.inbox.pop_front() {
-                    // Read from the connection directly: never counted by the writer.
-                    self.in_multipart = m.more();
-                    return Some(m);
+                if self.shared.msgs_read.load(Ordering::Relaxed) != self.read {
+                    // Drained: tell the writer everything read so far (a writer that waits on
+                    // a mark the batching has not reached yet is woken).
+                    self.publish_reads();
                 }
-                let item = match self.pop_item() {
-                    Some(i) => i,
-                    None => {
-                        if self.shared.msgs_read.load(Ordering::Relaxed) != self.read {
-                            // Drained: tell the writer everything read so far (a writer that
-                            // waits on a mark the batching has not reached yet is woken).
-                            self.publish_reads();
-                        }
-                        self.shared.reader_idle.store(true, Ordering::SeqCst);
-                        fence(Ordering::SeqCst);
-                        let i = self.pop_item()?;
-                        self.shared.reader_idle.store(false, Ordering::SeqCst);
-                        i
-                    }
-                };
-                match item {
-                    Item::One(m) => m,
-                    Item::Many(v) => {
-                        self.batch = v.into_iter();
-                        self.batch.next()?
-                    }
-                }
+                self.shared.reader_idle.store(true, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
+                let m = self.pop_frame()?;
+                self.shared.reader_idle.store(false, Ordering::SeqCst);
+                m
             }
         };
+        self.queue_multipart = m.more();
         self.in_multipart = m.more();
         self.unpublished_bytes += m.len();
         if !self.in_multipart {
@@ -703,7 +727,7 @@ impl Reader {
         self.batch = Vec::new().into_iter();
         self.inbox = std::collections::VecDeque::new();
         self.rx = None;
-        while self.pop_item().is_some() {}
+        while self.pop_frame().is_some() {}
     }
 }
 

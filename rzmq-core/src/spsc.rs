@@ -72,8 +72,9 @@ unsafe impl<T: Send> Sync for Inner<T> {}
 
 impl<T> Drop for Inner<T> {
     fn drop(&mut self) {
-        // Exclusive access: drop the items still queued, then free every chunk.
-        let produced = *self.produced.get_mut();
+        // Exclusive access: drop the items still queued (published or not), then free every
+        // chunk.
+        let produced = self.prod.get_mut().count;
         let cons = self.cons.get_mut();
         let mut chunk = cons.chunk;
         let mut pos = cons.pos;
@@ -144,9 +145,25 @@ pub fn queue<T: Send>() -> (Producer<T>, Consumer<T>) {
 }
 
 impl<T> Producer<T> {
-    /// Appends an item.
+    /// Appends an item and publishes it (with any item pushed unpublished before it).
     #[inline]
     pub fn push(&mut self, item: T) {
+        self.push_unpublished(item);
+        self.publish();
+    }
+
+    /// Makes every item pushed so far visible to the consumer.
+    #[inline]
+    pub fn publish(&mut self) {
+        // SAFETY: only the single Producer touches the producer side.
+        let count = unsafe { (*self.inner.prod.get()).count };
+        self.inner.produced.store(count, Ordering::Release);
+    }
+
+    /// Appends an item the consumer does not see until the next [`Producer::publish`] (or
+    /// [`Producer::push`]): the frames of a multipart message become visible together.
+    #[inline]
+    pub fn push_unpublished(&mut self, item: T) {
         // SAFETY: only the single Producer touches the producer side.
         let p = unsafe { &mut *self.inner.prod.get() };
         if p.pos == CHUNK {
@@ -167,7 +184,6 @@ impl<T> Producer<T> {
         unsafe { (*(*p.chunk).slots[p.pos].get()).write(item) };
         p.pos += 1;
         p.count += 1;
-        self.inner.produced.store(p.count, Ordering::Release);
     }
 }
 
@@ -238,6 +254,36 @@ mod tests {
         t.join().unwrap();
         assert!(c.pop().is_none());
         assert!(c.is_empty());
+    }
+
+    #[test]
+    fn unpublished_items_appear_together() {
+        static DROPS: AtomicUsize = AtomicUsize::new(0);
+        struct D(usize);
+        impl Drop for D {
+            fn drop(&mut self) {
+                DROPS.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let (mut p, mut c) = queue::<D>();
+        // Across a chunk boundary: nothing is visible until the publish.
+        for i in 0..CHUNK + 5 {
+            p.push_unpublished(D(i));
+            assert!(c.is_empty());
+            assert!(c.pop().is_none());
+        }
+        p.publish();
+        for i in 0..CHUNK + 5 {
+            assert_eq!(c.pop().map(|d| d.0), Some(i));
+        }
+        assert!(c.pop().is_none());
+        // Unpublished items left behind are still dropped, once.
+        let before = DROPS.load(Ordering::SeqCst);
+        p.push(D(0));
+        p.push_unpublished(D(1));
+        p.push_unpublished(D(2));
+        drop((p, c));
+        assert_eq!(DROPS.load(Ordering::SeqCst) - before, 3);
     }
 
     #[test]
