@@ -423,25 +423,80 @@ impl DirectTx {
                 wire += m.len();
             }
         }
-        // SAFETY: msghdr is plain data; all-zero is a valid empty header.
-        let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-        hdr.msg_iov = iov.as_mut_ptr();
-        hdr.msg_iovlen = n_iov as _;
-        let written = loop {
-            // SAFETY: the iovecs point into `headers` and the messages' bytes, all alive and
-            // unchanged for the call; the fd is the connection's stream, which the I/O thread
-            // does not close while the state is WRITING (it revokes first).
-            let r =
-                unsafe { libc::sendmsg(self.fd, &hdr, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
-            if r >= 0 {
-                break r as usize;
+        // A large body goes in two writes, its lead first (see codec::LEAD_SPLIT_MIN).
+        let lead = body_of[..n_iov]
+            .iter()
+            .zip(&iov[..n_iov])
+            .scan(0usize, |before, (b, v)| {
+                let at = *before;
+                *before += v.iov_len;
+                Some((b, at))
+            })
+            .find(|(b, _)| b.is_some_and(|m| m.len() >= crate::zmtp::codec::LEAD_SPLIT_MIN))
+            .map(|(_, at)| at + crate::zmtp::codec::LEAD_BYTES);
+        let mut written = 0usize;
+        for cap in [lead, None] {
+            let cap = cap.unwrap_or(wire);
+            if written >= cap {
+                continue;
             }
-            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                // Full, or broken: the pipe and the I/O thread handle it as any message.
-                self.state.store(IO, Ordering::Release);
-                return Sent::NotNow;
+            // The iovecs of bytes written..cap, in a copy (the originals serve the leftover).
+            let mut part = iov;
+            let (mut first, mut k, mut skip, mut left) = (None, 0, written, cap - written);
+            for (i, v) in iov[..n_iov].iter().enumerate() {
+                if left == 0 {
+                    break;
+                }
+                if skip >= v.iov_len {
+                    skip -= v.iov_len;
+                    continue;
+                }
+                let len = (v.iov_len - skip).min(left);
+                first.get_or_insert(i);
+                part[i] = libc::iovec {
+                    // SAFETY: skip < iov_len, so the pointer stays inside the same buffer.
+                    iov_base: unsafe { (v.iov_base as *mut u8).add(skip) } as *mut libc::c_void,
+                    iov_len: len,
+                };
+                k = i + 1;
+                left -= len;
+                skip = 0;
             }
-        };
+            let first = first.unwrap_or(0);
+            // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+            let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+            hdr.msg_iov = part[first..].as_mut_ptr();
+            hdr.msg_iovlen = (k - first) as _;
+            let r = loop {
+                // SAFETY: the iovecs point into `headers` and the messages' bytes, all alive
+                // and unchanged for the call; the fd is the connection's stream, which the I/O
+                // thread does not close while the state is WRITING (it revokes first).
+                let r = unsafe {
+                    libc::sendmsg(self.fd, &hdr, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
+                };
+                if r >= 0 {
+                    break Some(r as usize);
+                }
+                if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                    break None;
+                }
+            };
+            match r {
+                Some(n) => {
+                    written += n;
+                    if written < cap {
+                        break;
+                    }
+                }
+                None if written == 0 => {
+                    // Full, or broken: the pipe and the I/O thread handle it as any message.
+                    self.state.store(IO, Ordering::Release);
+                    return Sent::NotNow;
+                }
+                // The lead went: the rest is the I/O thread's, as after a partial write.
+                None => break,
+            }
+        }
         if written == wire {
             self.state.store(SPENT, Ordering::Release);
             SENT.fetch_add(1, Ordering::Relaxed);
@@ -889,7 +944,7 @@ impl DirectRx {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
+    use std::io::{Read, Write};
     use std::os::unix::io::AsRawFd;
     use std::os::unix::net::UnixStream;
 
@@ -999,6 +1054,42 @@ mod tests {
         let mut first = vec![0u8; wire.len()];
         b.read_exact(&mut first).unwrap();
         assert_eq!(first, wire);
+    }
+
+    #[test]
+    fn a_large_body_written_in_two_steps_arrives_whole() {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let d = DirectTx::new(a.as_raw_fd(), Arc::new(AtomicUsize::new(0)));
+        // Large enough to be split (lead first, then the rest), read concurrently.
+        let body: Vec<u8> = (0..crate::zmtp::codec::LEAD_SPLIT_MIN * 3)
+            .map(|i| (i % 249) as u8)
+            .collect();
+        let mut wire = b"\x01\x04head\x02".to_vec();
+        wire.extend_from_slice(&(body.len() as u64).to_be_bytes());
+        wire.extend_from_slice(&body);
+        let n = wire.len();
+        let reader = std::thread::spawn(move || {
+            let mut got = vec![0u8; n];
+            b.read_exact(&mut got).unwrap();
+            got
+        });
+        d.grant();
+        let out = d.try_send(&[msg(b"head", true)], &msg(&body, false), || true);
+        let left = d.take_leftover();
+        match out {
+            Sent::Done => assert!(left.is_empty()),
+            Sent::HandedOver => {
+                // The lead went in the first write, so the leftover is at most the rest.
+                let rest = leftover_bytes(&left);
+                assert!(rest.len() <= body.len() - crate::zmtp::codec::LEAD_BYTES);
+                let mut w = a.try_clone().unwrap();
+                w.set_nonblocking(false).unwrap();
+                w.write_all(&rest).unwrap();
+            }
+            Sent::NotNow => panic!("an empty socket refused the write"),
+        }
+        assert_eq!(reader.join().unwrap(), wire);
     }
 
     #[test]
