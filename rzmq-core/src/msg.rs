@@ -343,6 +343,80 @@ pub struct StorageInfo {
     pub owners: usize,
 }
 
+/// How many references to a connection's [`Metadata`] a [`MetaRefs`] takes at once.
+const META_REF_BATCH: usize = 256;
+
+/// A connection's properties as its I/O thread attaches them to every frame it receives, from
+/// references taken in batches (as [`RecvBuf`] does for its storage). A plain `Arc` clone per
+/// frame on the I/O thread, with the application dropping each frame on its own core, moves the
+/// count's cache line between the two cores twice per message; with a batch, the I/O thread
+/// touches it once per [`META_REF_BATCH`] frames.
+#[derive(Default)]
+pub struct MetaRefs {
+    md: Option<Arc<Metadata>>,
+    /// References counted in the `Arc` but not handed out yet (besides `md` itself).
+    credit: usize,
+}
+
+impl MetaRefs {
+    /// Hands out references to `md` (None: frames carry no properties).
+    pub fn new(md: Option<Arc<Metadata>>) -> MetaRefs {
+        MetaRefs { md, credit: 0 }
+    }
+
+    /// The properties, without taking a reference for a frame.
+    pub fn get(&self) -> Option<&Arc<Metadata>> {
+        self.md.as_ref()
+    }
+
+    /// A reference for one frame.
+    #[inline]
+    pub fn take(&mut self) -> Option<Arc<Metadata>> {
+        let md = self.md.as_ref()?;
+        if self.credit == 0 {
+            Self::refill(md);
+            self.credit = META_REF_BATCH;
+        }
+        self.credit -= 1;
+        // SAFETY: the pointer comes from a live Arc (`md`), and this reference was counted by
+        // `refill` and not handed out before.
+        Some(unsafe { Arc::from_raw(Arc::as_ptr(md)) })
+    }
+
+    #[cold]
+    fn refill(md: &Arc<Metadata>) {
+        for _ in 0..META_REF_BATCH {
+            // SAFETY: the pointer comes from a live Arc; each increment stands for one
+            // reference `take` hands out (or `drop` gives back).
+            unsafe { Arc::increment_strong_count(Arc::as_ptr(md)) };
+        }
+    }
+}
+
+impl Clone for MetaRefs {
+    fn clone(&self) -> MetaRefs {
+        MetaRefs::new(self.md.clone())
+    }
+}
+
+impl fmt::Debug for MetaRefs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("MetaRefs").field(&self.md).finish()
+    }
+}
+
+impl Drop for MetaRefs {
+    fn drop(&mut self) {
+        if let Some(md) = &self.md {
+            for _ in 0..self.credit {
+                // SAFETY: each of these references was counted by `refill` and never handed
+                // out; `md` itself keeps the count above zero.
+                unsafe { Arc::decrement_strong_count(Arc::as_ptr(md)) };
+            }
+        }
+    }
+}
+
 /// Connection properties attached to received messages (`zmq_msg_gets`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Metadata {
@@ -859,6 +933,26 @@ impl<const N: usize> From<&[u8; N]> for Msg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn meta_refs_hand_out_counted_references_and_give_back_the_rest() {
+        let md = Arc::new(Metadata::new());
+        let mut refs = MetaRefs::new(Some(md.clone()));
+        assert_eq!(Arc::strong_count(&md), 2);
+        let frames: Vec<_> = (0..META_REF_BATCH + 3)
+            .map(|_| refs.take().unwrap())
+            .collect();
+        assert!(frames.iter().all(|f| Arc::ptr_eq(f, &md)));
+        // Two batches taken, all but three of the second still held as credit.
+        assert_eq!(
+            Arc::strong_count(&md),
+            2 + frames.len() + (META_REF_BATCH - 3)
+        );
+        drop(frames);
+        drop(refs);
+        assert_eq!(Arc::strong_count(&md), 1);
+        assert!(MetaRefs::new(None).take().is_none());
+    }
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]

@@ -20,7 +20,7 @@ use super::handshake::{self, Peer};
 use super::plain::{self, Credentials};
 use super::socket_type::SocketType;
 use super::zap::{self, ZapRequest};
-use crate::msg::{Metadata, Msg};
+use crate::msg::{MetaRefs, Metadata, Msg};
 
 /// libzmq's default `ZMQ_HANDSHAKE_IVL`.
 pub const DEFAULT_HANDSHAKE_IVL: Duration = Duration::from_secs(30);
@@ -166,7 +166,7 @@ pub struct Connection {
     dec: Decoder,
     out: OutQueue,
     peer: Option<Peer>,
-    md: Option<Arc<Metadata>>,
+    md: MetaRefs,
     peer_v3_0: bool,
     last_recv: Instant,
     handshake_deadline: Option<Instant>,
@@ -220,7 +220,7 @@ impl Connection {
             dec: Decoder::new(cfg.maxmsgsize),
             out,
             peer: None,
-            md: None,
+            md: MetaRefs::default(),
             peer_v3_0: false,
             last_recv: now,
             handshake_deadline: nonzero(cfg.handshake_ivl).map(|d| now + d),
@@ -271,7 +271,7 @@ impl Connection {
                     };
                     if flags & FLAG_COMMAND == 0 {
                         msg.set_more(flags & FLAG_MORE != 0);
-                        msg.set_metadata(self.md.clone());
+                        msg.set_metadata(self.md.take());
                         return Ok(Some(Event::Message(msg)));
                     }
                     if let Some(ev) = self.on_command(&msg) {
@@ -670,7 +670,7 @@ impl Connection {
             peer.metadata = std::sync::Arc::new(md);
         }
         self.state = State::Ready;
-        self.md = Some(peer.metadata.clone());
+        self.md = MetaRefs::new(Some(peer.metadata.clone()));
         self.handshake_deadline = None;
         self.next_ping = nonzero(self.cfg.heartbeat_ivl).map(|i| self.last_recv + i);
         self.peer = Some(peer.clone());
@@ -701,7 +701,7 @@ impl Connection {
                     d[0] = u8::from(name == command::SUBSCRIBE);
                     d[1..].copy_from_slice(data);
                 }
-                m.set_metadata(self.md.clone());
+                m.set_metadata(self.md.take());
                 Some(Event::Message(m))
             }
             _ if name.starts_with(EXTENSION_PREFIX) => Some(Event::Command(msg.clone())),
@@ -932,7 +932,7 @@ impl Connection {
 
     /// The properties attached to every message received (once ready).
     pub(crate) fn metadata(&self) -> Option<Arc<Metadata>> {
-        self.md.clone()
+        self.md.get().cloned()
     }
 
     /// A fresh decoder with this session's limits.
