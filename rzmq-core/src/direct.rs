@@ -399,6 +399,9 @@ impl DirectTx {
         let mut body_of: [Option<&Msg>; 2 * DIRECT_MAX_FRAMES] = [None; 2 * DIRECT_MAX_FRAMES];
         let mut n_iov = 0;
         let mut wire = 0usize;
+        // Where the first write ends when a large body goes in two (see
+        // codec::LEAD_SPLIT_MIN): its lead, with everything before it.
+        let mut lead = None;
         for (i, (m, h)) in frames
             .iter()
             .chain(std::iter::once(last))
@@ -420,20 +423,12 @@ impl DirectTx {
                 };
                 body_of[n_iov] = Some(m);
                 n_iov += 1;
+                if lead.is_none() && m.len() >= crate::zmtp::codec::LEAD_SPLIT_MIN {
+                    lead = Some(wire + crate::zmtp::codec::LEAD_BYTES);
+                }
                 wire += m.len();
             }
         }
-        // A large body goes in two writes, its lead first (see codec::LEAD_SPLIT_MIN).
-        let lead = body_of[..n_iov]
-            .iter()
-            .zip(&iov[..n_iov])
-            .scan(0usize, |before, (b, v)| {
-                let at = *before;
-                *before += v.iov_len;
-                Some((b, at))
-            })
-            .find(|(b, _)| b.is_some_and(|m| m.len() >= crate::zmtp::codec::LEAD_SPLIT_MIN))
-            .map(|(_, at)| at + crate::zmtp::codec::LEAD_BYTES);
         let mut written = 0usize;
         for cap in [lead, None] {
             let cap = cap.unwrap_or(wire);

@@ -352,7 +352,7 @@ const META_REF_BATCH: usize = 256;
 /// count's cache line between the two cores twice per message; with a batch, the I/O thread
 /// touches it once per [`META_REF_BATCH`] frames.
 #[derive(Default)]
-pub struct MetaRefs {
+pub(crate) struct MetaRefs {
     md: Option<Arc<Metadata>>,
     /// References counted in the `Arc` but not handed out yet (besides `md` itself).
     credit: usize,
@@ -360,18 +360,18 @@ pub struct MetaRefs {
 
 impl MetaRefs {
     /// Hands out references to `md` (None: frames carry no properties).
-    pub fn new(md: Option<Arc<Metadata>>) -> MetaRefs {
+    pub(crate) fn new(md: Option<Arc<Metadata>>) -> MetaRefs {
         MetaRefs { md, credit: 0 }
     }
 
     /// The properties, without taking a reference for a frame.
-    pub fn get(&self) -> Option<&Arc<Metadata>> {
+    pub(crate) fn get(&self) -> Option<&Arc<Metadata>> {
         self.md.as_ref()
     }
 
     /// A reference for one frame.
     #[inline]
-    pub fn take(&mut self) -> Option<Arc<Metadata>> {
+    pub(crate) fn take(&mut self) -> Option<Arc<Metadata>> {
         let md = self.md.as_ref()?;
         if self.credit == 0 {
             Self::refill(md);
@@ -390,18 +390,6 @@ impl MetaRefs {
             // reference `take` hands out (or `drop` gives back).
             unsafe { Arc::increment_strong_count(Arc::as_ptr(md)) };
         }
-    }
-}
-
-impl Clone for MetaRefs {
-    fn clone(&self) -> MetaRefs {
-        MetaRefs::new(self.md.clone())
-    }
-}
-
-impl fmt::Debug for MetaRefs {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("MetaRefs").field(&self.md).finish()
     }
 }
 
@@ -500,15 +488,10 @@ impl Default for Msg {
 impl Msg {
     /// An empty frame.
     pub const fn new() -> Msg {
-        Msg {
-            body: Body::Inline {
-                len: 0,
-                data: [0; INLINE_CAP],
-            },
-            flags: 0,
-            routing_id: 0,
-            metadata: None,
-        }
+        Msg::of_body(Body::Inline {
+            len: 0,
+            data: [0; INLINE_CAP],
+        })
     }
 
     /// A plain frame (no flags, routing id or metadata) over `body`. Not `..Msg::new()`: struct
