@@ -305,6 +305,45 @@ fn monitor_reports_lifecycle_events() {
 }
 
 #[test]
+fn same_host_tcp_connections_leave_pacing_congestion_control() {
+    // Both ends of a loopback connection run RZMQ_TCP_LOCAL_CC (default reno), whatever the
+    // host's default congestion control is.
+    let want = match std::env::var("RZMQ_TCP_LOCAL_CC") {
+        Err(_) => "reno".to_string(),
+        Ok(v) if v.is_empty() || v == "off" || v == "default" => return,
+        Ok(v) => v,
+    };
+    let ctx = Context::new();
+    let mut server = sock(&ctx, SocketType::Pull);
+    server
+        .monitor(Some("inproc://cc-server"), monitor::EVENT_ACCEPTED)
+        .unwrap();
+    let mut client = sock(&ctx, SocketType::Push);
+    client
+        .monitor(Some("inproc://cc-client"), monitor::EVENT_CONNECTED)
+        .unwrap();
+    let mut smon = sock(&ctx, SocketType::Pair);
+    smon.connect("inproc://cc-server").unwrap();
+    let mut cmon = sock(&ctx, SocketType::Pair);
+    cmon.connect("inproc://cc-client").unwrap();
+    server.bind("tcp://127.0.0.1:*").unwrap();
+    client.connect(server.last_endpoint()).unwrap();
+    client.send("x", 0).unwrap();
+    assert_eq!(server.recv_bytes(0).unwrap(), b"x");
+    for (mon, ev) in [
+        (&mut smon, monitor::EVENT_ACCEPTED),
+        (&mut cmon, monitor::EVENT_CONNECTED),
+    ] {
+        let parts = mon.recv_multipart(0).unwrap();
+        let (got, fd) = monitor::parse_event(parts[0].data()).unwrap();
+        assert_eq!(got, ev);
+        // The connection is up (a message went through), so the fd is still its socket.
+        let cc = rzmq_core::transport::congestion_control(fd as i32).unwrap();
+        assert_eq!(cc, want, "event {ev:#x}");
+    }
+}
+
+#[test]
 fn term_wakes_blocked_recv_with_eterm() {
     let ctx = Context::new();
     let c2 = ctx.clone();

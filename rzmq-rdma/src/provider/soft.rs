@@ -315,6 +315,8 @@ impl Listener {
             Listener::Tcp(l) => {
                 let (s, _) = l.accept()?;
                 let _ = s.set_nodelay(true);
+                // A wire between two devices of this host: no pacing (as rzmq's tcp).
+                rzmq_core::transport::tune_same_host(&s);
                 Ok(WireStream::Tcp(s))
             }
             Listener::Unix(l, _) => Ok(WireStream::Unix(l.accept()?.0)),
@@ -1575,6 +1577,7 @@ fn connect_wire(
         WireAddr::Tcp(a) => {
             let s = TcpStream::connect_timeout(a, Duration::from_secs(2))?;
             let _ = s.set_nodelay(true);
+            rzmq_core::transport::tune_same_host(&s);
             WireStream::Tcp(s)
         }
         WireAddr::Unix(p) => WireStream::Unix(UnixStream::connect(p)?),
