@@ -257,6 +257,8 @@ pub struct DirectTx {
     /// The I/O thread's unfinished work (commands queued or running, a pipe being drained onto
     /// a connection); a direct send goes only when it is zero.
     io_work: Arc<AtomicUsize>,
+    /// Whether a large body goes out in two writes (see `codec::LEAD_SPLIT_MIN`).
+    split_large: bool,
 }
 
 impl DirectTx {
@@ -268,7 +270,15 @@ impl DirectTx {
             state: AtomicU8::new(IO),
             leftover: Mutex::new(Vec::new()),
             io_work,
+            split_large: true,
         }
+    }
+
+    /// Whether a large body goes out in two writes (default yes; the connection's choice, see
+    /// `Engine::set_split_large`).
+    pub fn with_split_large(mut self, split: bool) -> DirectTx {
+        self.split_large = split;
+        self
     }
 
     /// The stream's fd.
@@ -423,7 +433,10 @@ impl DirectTx {
                 };
                 body_of[n_iov] = Some(m);
                 n_iov += 1;
-                if lead.is_none() && m.len() >= crate::zmtp::codec::LEAD_SPLIT_MIN {
+                if self.split_large
+                    && lead.is_none()
+                    && m.len() >= crate::zmtp::codec::LEAD_SPLIT_MIN
+                {
                     lead = Some(wire + crate::zmtp::codec::LEAD_BYTES);
                 }
                 wire += m.len();
@@ -1053,9 +1066,18 @@ mod tests {
 
     #[test]
     fn a_large_body_written_in_two_steps_arrives_whole() {
+        large_body_arrives_whole(true);
+    }
+
+    #[test]
+    fn a_large_body_written_whole_arrives_whole() {
+        large_body_arrives_whole(false);
+    }
+
+    fn large_body_arrives_whole(split: bool) {
         let (a, mut b) = UnixStream::pair().unwrap();
         a.set_nonblocking(true).unwrap();
-        let d = DirectTx::new(a.as_raw_fd(), Arc::new(AtomicUsize::new(0)));
+        let d = DirectTx::new(a.as_raw_fd(), Arc::new(AtomicUsize::new(0))).with_split_large(split);
         // Large enough to be split (lead first, then the rest), read concurrently.
         let body: Vec<u8> = (0..crate::zmtp::codec::LEAD_SPLIT_MIN * 3)
             .map(|i| (i % 249) as u8)
@@ -1075,9 +1097,11 @@ mod tests {
         match out {
             Sent::Done => assert!(left.is_empty()),
             Sent::HandedOver => {
-                // The lead went in the first write, so the leftover is at most the rest.
+                // Split, the lead went in the first write, so the leftover is at most the rest.
                 let rest = leftover_bytes(&left);
-                assert!(rest.len() <= body.len() - crate::zmtp::codec::LEAD_BYTES);
+                if split {
+                    assert!(rest.len() <= body.len() - crate::zmtp::codec::LEAD_BYTES);
+                }
                 let mut w = a.try_clone().unwrap();
                 w.set_nonblocking(false).unwrap();
                 w.write_all(&rest).unwrap();

@@ -641,7 +641,8 @@ impl Session {
             return Some(d.clone());
         }
         let p = self.pipe.as_ref()?;
-        let d = Arc::new(DirectTx::new(fd, r.shared.work.clone()));
+        let split = self.engine.as_ref().is_none_or(Engine::split_large);
+        let d = Arc::new(DirectTx::new(fd, r.shared.work.clone()).with_split_large(split));
         p.from_socket.set_direct(Some(d.clone()));
         if let Some(e) = self.engine.as_mut() {
             e.direct = Some(d.clone());
@@ -1021,7 +1022,6 @@ impl Reactor {
                     if let Stream::Tcp(t) = &stream {
                         let s2 = socket2::SockRef::from(t);
                         apply_tcp_options_ref(&s2, &setup.options);
-                        tune_same_host(t);
                     }
                     let fd = stream.as_raw_fd();
                     setup
@@ -1158,7 +1158,10 @@ fn apply_tcp_options_ref(s: &socket2::SockRef<'_>, o: &Options) {
 
 /// An engine for a new connection of this socket.
 fn new_engine(setup: &ConnSetup, stream: Stream, proto: Proto) -> Engine {
+    // Same-host tcp runs reno, which does not pace: large bodies go out whole.
+    let same_host = matches!(&stream, Stream::Tcp(t) if tune_same_host(t));
     let mut e = Engine::new(stream, proto);
+    e.set_split_large(!same_host);
     e.subscriptions = matches!(setup.socket_type, SocketType::Sub | SocketType::XSub);
     e
 }
@@ -1416,9 +1419,6 @@ impl Session {
             stream.as_raw_fd() as u32,
             &self.monitor_endpoint,
         );
-        if let Stream::Tcp(t) = &stream {
-            tune_same_host(t);
-        }
         let peer_ip = match &stream {
             Stream::Tcp(t) => t.peer_addr().ok().map(|a| a.ip().to_string()),
             Stream::Unix(_) => None,

@@ -805,6 +805,12 @@ impl Connection {
         self.out.pending()
     }
 
+    /// Whether large bodies go out in two writes (default yes; see
+    /// [`super::codec::LEAD_SPLIT_MIN`]).
+    pub fn set_split_large(&mut self, split: bool) {
+        self.out.set_split_large(split);
+    }
+
     /// Writes queued output to `w` (vectored: the byte buffer plus large bodies) until everything
     /// is written, a write is short, or `w` would block; returns the bytes written (possibly 0).
     /// Retries on `Interrupted`; a write of 0 bytes is `WriteZero`. Large messages are dropped as
