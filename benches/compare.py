@@ -17,8 +17,9 @@ with the same command line and output:
   a note when it does not build;
 - `raw`: no ZeroMQ at all, the ceiling (`benches/raw/raw_perf.c`): the same roles over plain
   blocking sockets with ZMTP-like framing, reusing one buffer per side, batching small messages
-  into 256 KiB writes. Not a competitor: what the kernel's copies and one wake-up per batch or per
-  round trip cost on this machine.
+  into 256 KiB writes, same-host tcp under the congestion control rzmq picks (reno, see
+  `RZMQ_TCP_LOCAL_CC`). Not a competitor: what the kernel's copies and one wake-up per batch or
+  per round trip cost on this machine.
 
 Every configuration runs once per round, alternating, for several rounds; the table shows medians
 and the ratio to libzmq, and is written (with the machine, versions and commands) into
@@ -358,7 +359,8 @@ def main():
         "- `omq`, `zeromq-rs`, `rzmq-crate`: `benches/peers/target/release/{omq,zeromq_rs,rzmq_crate}_<tool>`",
         "  (`cargo build --release --locked --manifest-path benches/peers/Cargo.toml`).",
         "- `raw`: `benches/build/raw_perf <tool> ...` (`cc -O2 benches/raw/raw_perf.c`): no ZeroMQ, plain",
-        "  sockets with ZMTP-like framing and one reused buffer per side; the ceiling, not a competitor.",
+        "  sockets with ZMTP-like framing and one reused buffer per side, same-host tcp under reno as rzmq's;",
+        "  the ceiling, not a competitor.",
         "",
         table,
     ]

@@ -13,7 +13,10 @@
  * goes out by writev from its buffer and is read straight into the receiver's: the copies the
  * kernel makes, one wake-up per batch or per round trip, and nothing else. Bodies start half a
  * page into their buffer (the kernel's copies run slowly a few bytes off page alignment, see
- * rzmq-core/src/pool.rs). Written for rzmq's benches/compare.py (row `raw`).
+ * rzmq-core/src/pool.rs). tcp connections between two addresses of this host run the congestion
+ * control rzmq puts on them (RZMQ_TCP_LOCAL_CC, default reno; off keeps the host's), so the
+ * ceiling is measured under the same kernel settings. Written for rzmq's benches/compare.py
+ * (row `raw`).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -66,6 +69,25 @@ static void bind_or_connect(int fd, const struct sockaddr *a, socklen_t len, int
 }
 
 /* Parses the endpoint; returns a bound-and-listening (server) or connected (client) socket. */
+/* As rzmq's transport::tune_same_host: reno (or RZMQ_TCP_LOCAL_CC) on a same-host tcp socket. */
+static void tune_same_host(int fd)
+{
+    const char *cc = getenv("RZMQ_TCP_LOCAL_CC");
+    if (!cc)
+        cc = "reno";
+    if (!*cc || strcmp(cc, "off") == 0 || strcmp(cc, "default") == 0)
+        return;
+    struct sockaddr_in l, p;
+    socklen_t ll = sizeof l, pl = sizeof p;
+    if (getsockname(fd, (struct sockaddr *)&l, &ll) || getpeername(fd, (struct sockaddr *)&p, &pl))
+        return;
+    if (l.sin_family != AF_INET || p.sin_family != AF_INET)
+        return;
+    int loopback = (ntohl(p.sin_addr.s_addr) >> 24) == 127;
+    if (loopback || l.sin_addr.s_addr == p.sin_addr.s_addr)
+        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, strlen(cc));
+}
+
 static int open_endpoint(const char *ep, int server)
 {
     int fd;
@@ -122,6 +144,8 @@ static int open_endpoint(const char *ep, int server)
         close(fd);
         fd = c;
     }
+    if (strncmp(ep, "tcp://", 6) == 0)
+        tune_same_host(fd);
     return fd;
 }
 

@@ -229,6 +229,12 @@ fn local_congestion_control() -> Option<&'static [u8]> {
     .as_deref()
 }
 
+/// Whether the same-host congestion control paces its sends (BBR and its variants, when
+/// `RZMQ_TCP_LOCAL_CC` names one): such connections keep writing large bodies in two steps.
+fn local_congestion_control_paces() -> bool {
+    local_congestion_control().is_some_and(|cc| cc.starts_with(b"bbr"))
+}
+
 /// Whether a tcp connection between `local` and `peer` stays on this host (loopback, or one of
 /// the host's own addresses on both ends).
 pub fn is_same_host(local: &SocketAddr, peer: &SocketAddr) -> bool {
@@ -246,7 +252,7 @@ fn canonical_ip(ip: std::net::IpAddr) -> std::net::IpAddr {
     }
 }
 
-/// Puts the same-host congestion control ([`RZMQ_TCP_LOCAL_CC`](local_congestion_control)) on
+/// Puts the same-host congestion control (`RZMQ_TCP_LOCAL_CC`, default reno) on
 /// a connected tcp socket whose two ends are on this host; returns whether it changed it. A
 /// refusal (an algorithm the host does not allow) leaves the host's default in place.
 pub fn tune_same_host<S: std::os::fd::AsFd>(sock: &S) -> bool {
@@ -1159,9 +1165,10 @@ fn apply_tcp_options_ref(s: &socket2::SockRef<'_>, o: &Options) {
 /// An engine for a new connection of this socket.
 fn new_engine(setup: &ConnSetup, stream: Stream, proto: Proto) -> Engine {
     // Same-host tcp runs reno, which does not pace: large bodies go out whole.
-    let same_host = matches!(&stream, Stream::Tcp(t) if tune_same_host(t));
+    let unpaced =
+        matches!(&stream, Stream::Tcp(t) if tune_same_host(t)) && !local_congestion_control_paces();
     let mut e = Engine::new(stream, proto);
-    e.set_split_large(!same_host);
+    e.set_split_large(!unpaced);
     e.subscriptions = matches!(setup.socket_type, SocketType::Sub | SocketType::XSub);
     e
 }

@@ -51,7 +51,8 @@
 //! payloads gathered from registered memory, no copy above 16 KiB) and receives payloads above
 //! 64 KiB straight into their destination. A post rings the doorbell (an eventfd write) only
 //! while the thread sleeps, and a consumer that waits for a QP while the thread works on it
-//! gets it before the thread's next pass.
+//! gets it before the thread's next pass. A TCP wire between two addresses of one host runs the
+//! congestion control rzmq's same-host tcp runs (reno: `rzmq_core::transport::tune_same_host`).
 //!
 //! Fault injection ([`inject`], [`kill`]): cut a QP's wire, stall it for a while, corrupt the
 //! next packet header (dropped by the responder, recovered by retransmission), or kill a whole
