@@ -27,7 +27,7 @@ docs/BENCHMARKS.md between the compare markers.
 
     python3 benches/compare.py [--quick] [--rounds N] [--only IMPL,...] [--no-write]
 """
-import argparse, datetime, json, os, platform, re, statistics, subprocess, sys, time
+import argparse, datetime, json, os, platform, re, socket, statistics, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(ROOT, "benches", "build")
@@ -132,13 +132,36 @@ def implementations(peers_built):
     return impls
 
 
-PORT = [56000]
+def port_base():
+    """A port range outside the kernel's ephemeral ports: a listener on a port some outgoing
+    connection holds fails to bind ("Address in use") and its peer waits for ever."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        lo, hi = 32768, 60999
+    return lo - 12000 if lo > 13024 else hi + 1
+
+
+PORT = [port_base()]
+
+
+def free_port():
+    """The next port that 127.0.0.1 can bind now."""
+    while True:
+        PORT[0] += 1
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", PORT[0]))
+                return PORT[0]
+            except OSError:
+                continue
 
 
 def endpoint(transport):
-    PORT[0] += 1
     if transport == "tcp":
-        return "tcp://127.0.0.1:%d" % PORT[0]
+        return "tcp://127.0.0.1:%d" % free_port()
+    PORT[0] += 1
     return "ipc:///tmp/rzmq-bench-%d-%d.sock" % (os.getpid(), PORT[0])
 
 
@@ -188,7 +211,8 @@ def measure(spec, kind, transport, size, count, timeout):
         res = run_procs([tools[server] + args, tools[client] + args], e, timeout)
         report = res[0][1] if kind == "thr" else res[1][1]
     if any(rc is None for rc, _, _ in res):
-        tails = ["; ".join(se.strip().splitlines()[-2:]) for _, _, se in res]
+        # libzmq's perf tools print their errors (a failed bind) on stdout.
+        tails = ["; ".join((so + se).strip().splitlines()[-2:]) for _, so, se in res]
         return None, "timed out after %d s; stderr: %s" % (timeout, " | ".join(t[-300:] for t in tails))
     bad = [(rc, se) for rc, _, se in res if rc != 0]
     if bad:
