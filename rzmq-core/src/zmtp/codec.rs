@@ -910,6 +910,17 @@ mod tests {
         assert_eq!(got, vec![(0, 4), (FLAG_MORE, 20_000), (0, 9000), (0, 4)]);
     }
 
+    /// Every frame of a byte stream, with its flags.
+    fn decode_all(wire: &[u8]) -> Vec<(u8, Vec<u8>)> {
+        let mut d = Decoder::new(-1);
+        feed(&mut d, wire);
+        let mut got = Vec::new();
+        while let Some((f, m)) = d.next_frame().unwrap() {
+            got.push((f, m.data().to_vec()));
+        }
+        got
+    }
+
     /// Takes everything, recording the bytes of each call.
     struct Calls(Vec<u8>, Vec<usize>);
     impl Write for Calls {
@@ -939,14 +950,8 @@ mod tests {
         q.write_to(&mut w).unwrap();
         assert!(q.is_empty());
         assert_eq!(w.1, vec![6 + 9 + body.len() + 6]);
-        let mut d = Decoder::new(-1);
-        feed(&mut d, &w.0);
-        let mut got = Vec::new();
-        while let Some((f, m)) = d.next_frame().unwrap() {
-            got.push((f, m.data().to_vec()));
-        }
         assert_eq!(
-            got,
+            decode_all(&w.0),
             vec![
                 (FLAG_MORE, b"head".to_vec()),
                 (0, body),
@@ -975,14 +980,8 @@ mod tests {
                 body.len() - LEAD_BYTES + 9 + under.len() + 6
             ]
         );
-        let mut d = Decoder::new(-1);
-        feed(&mut d, &w.0);
-        let mut got = Vec::new();
-        while let Some((f, m)) = d.next_frame().unwrap() {
-            got.push((f, m.data().to_vec()));
-        }
         assert_eq!(
-            got,
+            decode_all(&w.0),
             vec![
                 (FLAG_MORE, b"head".to_vec()),
                 (0, body),
