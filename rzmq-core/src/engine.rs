@@ -286,9 +286,6 @@ pub struct Engine {
     /// The connection's output when shared with the pipe's writer (see [`crate::direct`]):
     /// taken back before every write.
     pub direct: Option<std::sync::Arc<crate::direct::DirectTx>>,
-    /// Whether large bodies go out in two writes (see [`crate::zmtp::codec::LEAD_SPLIT_MIN`]);
-    /// set with [`Engine::set_split_large`].
-    split_large: bool,
 }
 
 enum UpState {
@@ -593,22 +590,24 @@ impl Engine {
             subscriptions: false,
             upgrade: None,
             direct: None,
-            split_large: true,
         }
     }
 
     /// Whether large bodies go out in two writes, here and on direct sends (default yes; no on
     /// same-host connections, which are not paced: see `transport::tune_same_host`).
     pub fn set_split_large(&mut self, split: bool) {
-        self.split_large = split;
         if let Proto::Zmtp(z) = &mut self.proto {
             z.set_split_large(split);
         }
     }
 
-    /// See [`Engine::set_split_large`].
+    /// See [`Engine::set_split_large`] (yes for protocols other than ZMTP, which have no
+    /// direct sends).
     pub fn split_large(&self) -> bool {
-        self.split_large
+        match &self.proto {
+            Proto::Zmtp(z) => z.split_large(),
+            _ => true,
+        }
     }
 
     /// Whether the application thread may write this connection's next message itself (see

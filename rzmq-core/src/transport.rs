@@ -266,49 +266,24 @@ fn tune_same_host_with<S: std::os::fd::AsFd>(sock: &S, cc: &[u8]) -> bool {
     let s = socket2::SockRef::from(sock);
     match (s.local_addr(), s.peer_addr()) {
         (Ok(l), Ok(p)) => match (l.as_socket(), p.as_socket()) {
-            (Some(l), Some(p)) if is_same_host(&l, &p) => {
-                set_congestion(sock.as_fd().as_raw_fd(), cc)
-            }
+            (Some(l), Some(p)) if is_same_host(&l, &p) => s.set_tcp_congestion(cc).is_ok(),
             _ => false,
         },
         _ => false,
     }
 }
 
-/// The congestion control algorithm of a tcp socket (`TCP_CONGESTION`), for tests and logs.
+/// The congestion control algorithm of the tcp socket `fd` (`TCP_CONGESTION`), for tests and
+/// logs; `fd` must stay open for the call.
 pub fn congestion_control(fd: std::os::fd::RawFd) -> io::Result<String> {
-    let mut buf = [0u8; 16];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: buf is writable for len bytes; len is updated to the bytes written.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
     }
-    let name = &buf[..(len as usize).min(buf.len())];
+    // SAFETY: the caller keeps `fd` open for the call; the borrow ends with it.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let name = socket2::SockRef::from(&fd).tcp_congestion()?;
     let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
     Ok(String::from_utf8_lossy(&name[..end]).into_owned())
-}
-
-fn set_congestion(fd: std::os::fd::RawFd, cc: &[u8]) -> bool {
-    // SAFETY: fd is an open socket; cc is a valid buffer of cc.len() bytes for the call.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            cc.as_ptr().cast(),
-            cc.len() as libc::socklen_t,
-        )
-    };
-    rc == 0
 }
 
 // ----- bind and connect (called on the socket's thread) -------------------------------------

@@ -472,6 +472,11 @@ impl OutQueue {
         self.split_large = split;
     }
 
+    /// See [`OutQueue::set_split_large`].
+    pub(crate) fn split_large(&self) -> bool {
+        self.split_large
+    }
+
     /// CURVE hook: from now on every frame goes out boxed in a `MESSAGE`.
     pub(crate) fn set_sealer(&mut self, sealer: Sealer) {
         self.sealer = Some(Box::new(sealer));

@@ -811,6 +811,11 @@ impl Connection {
         self.out.set_split_large(split);
     }
 
+    /// See [`Connection::set_split_large`].
+    pub fn split_large(&self) -> bool {
+        self.out.split_large()
+    }
+
     /// Writes queued output to `w` (vectored: the byte buffer plus large bodies) until everything
     /// is written, a write is short, or `w` would block; returns the bytes written (possibly 0).
     /// Retries on `Interrupted`; a write of 0 bytes is `WriteZero`. Large messages are dropped as
