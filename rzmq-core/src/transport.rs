@@ -481,6 +481,7 @@ pub(crate) fn connect(
         rx: None,
         counted: false,
         last_moved: 0,
+        alt_again: false,
     };
     io.shared.send(IoCmd::AddSession(Box::new(session), token));
     Ok(io.handle(token, -1))
@@ -585,6 +586,9 @@ struct Session {
     rx: Option<Arc<DirectRx>>,
     /// The engine's stream is counted in its I/O thread's `IoShared::streams`.
     counted: bool,
+    /// `on_alt` stopped at its budget with the path's completion channel possibly unarmed: the
+    /// next loop runs `on_alt` again (which arms it before the path sleeps), not just a read.
+    alt_again: bool,
 }
 
 /// Whether direct sends are on: by default; `RZMQ_DIRECT=0` or [`crate::direct::set_enabled`]
@@ -837,7 +841,11 @@ impl Reactor {
                 );
             }
             for t in pending_reads {
-                self.ready(t, true, false);
+                if t & ALT_BIT != 0 {
+                    self.with_session(t & !ALT_BIT, |s, r, tok| s.on_alt(r, tok));
+                } else {
+                    self.ready(t, true, false);
+                }
             }
         }
     }
@@ -960,6 +968,9 @@ impl Reactor {
                 if s.engine.as_ref().is_some_and(|e| e.read_pending) {
                     self.read_again.push(token);
                 }
+                if std::mem::take(&mut s.alt_again) {
+                    self.read_again.push(token | ALT_BIT);
+                }
                 self.objects.insert(token, Object::Session(s));
             }
             Fate::Remove => {
@@ -1042,6 +1053,7 @@ impl Reactor {
                         rx: None,
                         counted: false,
                         last_moved: 0,
+                        alt_again: false,
                     };
                     let _ = peer_ip;
                     self.objects
@@ -1585,8 +1597,10 @@ impl Session {
             }
             rounds += 1;
             if rounds >= 8 {
-                // Still busy: take another turn after the other connections.
-                e.read_pending = true;
+                // Still busy: take another turn after the other connections. Through `on_alt`
+                // again: the last look may have consumed the completion event, leaving the
+                // channel unarmed, and only this loop arms it again.
+                self.alt_again = true;
                 break;
             }
         }
