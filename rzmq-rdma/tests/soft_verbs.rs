@@ -701,7 +701,7 @@ fn unix_socket_wire() {
     let cfg = |n: &str| SoftConfig {
         name: "soft0".into(),
         listen: WireAddr::Unix(dir.join(n)),
-        advertise: None,
+        ..SoftConfig::default()
     };
     let a = Side::new(cfg("a"), QpCaps::default(), false, 1 << 16, rw());
     let b = Side::new(cfg("b"), QpCaps::default(), false, 1 << 16, rw());
@@ -926,13 +926,15 @@ fn two_processes_then_peer_killed() {
     );
 }
 
-/// Splits a soft endpoint's provider bytes: device id, the QP's wire secret, wire address.
+/// Splits a soft endpoint's provider bytes: device id, the QP's wire secret, wire address (up
+/// to the NUL that starts the optional direct-read part).
 fn soft_extra(ep: &Endpoint) -> (u64, u64, String) {
     let e = &ep.extra;
+    let addr = e[16..].split(|&c| c == 0).next().unwrap();
     (
         u64::from_be_bytes(e[0..8].try_into().unwrap()),
         u64::from_be_bytes(e[8..16].try_into().unwrap()),
-        String::from_utf8(e[16..].to_vec()).unwrap(),
+        String::from_utf8(addr.to_vec()).unwrap(),
     )
 }
 
@@ -1356,4 +1358,37 @@ fn a_fenced_write_waits_for_the_read_before_it() {
         vec![(1, WcStatus::Success), (2, WcStatus::Success)]
     );
     assert_eq!(&b.buf[2 * len..3 * len], &b.buf[..len]);
+}
+
+#[test]
+fn same_host_reads_copy_from_the_responder_process_when_both_ends_offer_it() {
+    // A READ between two devices of this process: with direct reads on at both ends the
+    // payload is copied from the responder's memory (and counted); with either end off it
+    // streams over the wire. The data is the same either way.
+    let len = 1 << 20;
+    for (cma_a, cma_b) in [(true, true), (true, false), (false, true), (false, false)] {
+        let cfg = |cma| SoftConfig {
+            cma,
+            ..SoftConfig::default()
+        };
+        let a = Side::new(cfg(cma_a), QpCaps::default(), false, len, rw());
+        let mut b = Side::new(cfg(cma_b), QpCaps::default(), false, len, rw());
+        for (i, x) in b.buf_mut().iter_mut().enumerate() {
+            *x = (i * 7 + 3) as u8;
+        }
+        connect(&a, &b, fast_rts(), 1);
+        let s = [a.sge(0, len)];
+        a.post(&[wr(1, &s, SendOp::RdmaRead(b.remote(0)), SIG)])
+            .unwrap();
+        assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::Success);
+        assert!(a.buf[..] == b.buf[..], "cma {cma_a}/{cma_b}: data");
+        let pulled = a
+            .dev
+            .as_any()
+            .downcast_ref::<SoftDevice>()
+            .unwrap()
+            .pulled_bytes();
+        let want = if cma_a && cma_b { len as u64 } else { 0 };
+        assert_eq!(pulled, want, "cma {cma_a}/{cma_b}: bytes copied directly");
+    }
 }

@@ -67,7 +67,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -126,6 +126,11 @@ pub struct SoftConfig {
     pub listen: WireAddr,
     /// Address peers should connect to, when it differs from the bound one (a wildcard bind).
     pub advertise: Option<WireAddr>,
+    /// READs from a peer in another process of this host that we may read (same user, no
+    /// ptrace restriction) copy its memory straight into the destination with
+    /// `process_vm_readv`, one copy as a NIC's DMA, instead of through the wire
+    /// (`RZMQ_SOFT_CMA`, default on; `0` streams every READ over the wire).
+    pub cma: bool,
 }
 
 impl Default for SoftConfig {
@@ -134,6 +139,7 @@ impl Default for SoftConfig {
             name: "soft0".into(),
             listen: WireAddr::Tcp(SocketAddr::from(([127, 0, 0, 1], 0))),
             advertise: None,
+            cma: true,
         }
     }
 }
@@ -147,6 +153,13 @@ impl SoftConfig {
         }
         if let Ok(v) = std::env::var("RZMQ_SOFT_ADVERTISE") {
             c.advertise = Some(WireAddr::parse(&v)?);
+        }
+        if let Ok(v) = std::env::var("RZMQ_SOFT_CMA") {
+            c.cma = match v.as_str() {
+                "0" | "off" | "false" => false,
+                "1" | "on" | "true" | "" => true,
+                _ => return Err(Error::InvalidArgument("RZMQ_SOFT_CMA: 0 or 1")),
+            };
         }
         Ok(c)
     }
@@ -352,6 +365,10 @@ struct Shared {
     rung: AtomicBool,
     shutdown: AtomicBool,
     killed: AtomicBool,
+    /// [`SoftConfig::cma`] (never with GID addressing, whose QPs carry no secret).
+    cma: bool,
+    /// Bytes this device's READs copied straight from peer processes.
+    pulled: AtomicU64,
 }
 
 impl Shared {
@@ -472,6 +489,8 @@ impl SoftDevice {
             rung: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             killed: AtomicBool::new(false),
+            cma: cfg.cma && !gid_mode,
+            pulled: AtomicU64::new(0),
         });
         {
             let mut live = lock(&LIVE_DEVICES);
@@ -497,6 +516,12 @@ impl SoftDevice {
     /// The address peers connect to.
     pub fn wire_addr(&self) -> WireAddr {
         self.h.shared.addr.clone()
+    }
+
+    /// Bytes this device's READs copied straight from the responder's process
+    /// ([`SoftConfig::cma`]) rather than received over the wire.
+    pub fn pulled_bytes(&self) -> u64 {
+        self.h.shared.pulled.load(Ordering::Relaxed)
     }
 
     /// The device's GID: for a GID-addressed device its wire address
@@ -549,7 +574,7 @@ pub fn endpoint_from_gid(gid: &Gid, qpn: u32, psn: u32) -> Result<Endpoint> {
         lid: 0,
         gid: *gid,
         mtu: Mtu::M4096,
-        extra: encode_extra(gid_device_id(gid), 0, &addr),
+        extra: encode_extra(gid_device_id(gid), 0, &addr, None),
     })
 }
 
@@ -702,6 +727,7 @@ impl Pd for SoftPd {
             send_cq,
             recv_cq,
             secret: if s.gid_mode { 0 } else { random_u64() },
+            cma_slot: AtomicU64::new(0),
             inner: Mutex::new(QpInner::new()),
             waiters: AtomicU32::new(0),
             waiting: Mutex::new(0),
@@ -884,14 +910,33 @@ impl Drop for SoftQp {
     }
 }
 
-fn encode_extra(dev: u64, secret: u64, addr: &WireAddr) -> Vec<u8> {
+/// Where a peer's process can be read directly ([`SoftConfig::cma`]): its pid and the address
+/// of its QP's proof slot, where it stores the secret of the QP it was connected to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CmaInfo {
+    pid: u32,
+    slot_addr: u64,
+}
+
+const CMA_INFO_LEN: usize = 12;
+/// READs that try the peer's proof before giving up on direct reads for the connection.
+const CMA_PROOF_TRIES: u8 = 16;
+
+/// The soft part of an endpoint: device id, QP secret, wire address, and, after a NUL, the
+/// process's [`CmaInfo`] when it offers direct reads.
+fn encode_extra(dev: u64, secret: u64, addr: &WireAddr, cma: Option<CmaInfo>) -> Vec<u8> {
     let mut v = dev.to_be_bytes().to_vec();
     v.extend_from_slice(&secret.to_be_bytes());
     v.extend_from_slice(addr.to_string().as_bytes());
+    if let Some(c) = cma {
+        v.push(0);
+        v.extend_from_slice(&c.pid.to_be_bytes());
+        v.extend_from_slice(&c.slot_addr.to_be_bytes());
+    }
     v
 }
 
-fn decode_extra(b: &[u8]) -> Result<(u64, u64, WireAddr)> {
+fn decode_extra(b: &[u8]) -> Result<(u64, u64, WireAddr, Option<CmaInfo>)> {
     if b.len() < 17 {
         return Err(Error::Descriptor("soft connect info too short"));
     }
@@ -899,12 +944,65 @@ fn decode_extra(b: &[u8]) -> Result<(u64, u64, WireAddr)> {
     id.copy_from_slice(&b[..8]);
     let mut secret = [0u8; 8];
     secret.copy_from_slice(&b[8..16]);
-    let s = std::str::from_utf8(&b[16..]).map_err(|_| Error::Descriptor("soft address"))?;
+    let rest = &b[16..];
+    let (addr, cma) = match rest.iter().position(|&c| c == 0) {
+        None => (rest, None),
+        Some(i) => {
+            let c = &rest[i + 1..];
+            if c.len() != CMA_INFO_LEN {
+                return Err(Error::Descriptor("soft connect info: bad direct-read part"));
+            }
+            let mut slot = [0u8; 8];
+            slot.copy_from_slice(&c[4..12]);
+            let info = CmaInfo {
+                pid: u32::from_be_bytes([c[0], c[1], c[2], c[3]]),
+                slot_addr: u64::from_be_bytes(slot),
+            };
+            (&rest[..i], Some(info))
+        }
+    };
+    let s = std::str::from_utf8(addr).map_err(|_| Error::Descriptor("soft address"))?;
     Ok((
         u64::from_be_bytes(id),
         u64::from_be_bytes(secret),
         WireAddr::parse(s)?,
+        cma,
     ))
+}
+
+/// Whether `c` is our peer's process and we can read it: its proof slot holds `secret`, our
+/// QP's random secret, which only the QP it was given to stores there. A peer naming another
+/// process (or a process of the same number in another pid namespace) fails this, so direct
+/// reads only ever copy from the process that validated the READ.
+fn cma_proven(c: &CmaInfo, secret: u64) -> bool {
+    let mut got: u64 = 0;
+    secret != 0
+        && matches!(
+            sys_pull(c.pid, c.slot_addr, (&mut got as *mut u64).cast(), 8),
+            Io::Progress(8)
+        )
+        && got == secret
+}
+
+/// Copies `len` bytes at `remote` in process `pid` to `dst` (one `process_vm_readv`).
+fn sys_pull(pid: u32, remote: u64, dst: *mut u8, len: usize) -> Io {
+    let local = libc::iovec {
+        iov_base: dst.cast(),
+        iov_len: len,
+    };
+    let from = libc::iovec {
+        iov_base: remote as *mut libc::c_void,
+        iov_len: len,
+    };
+    // SAFETY: the kernel writes at most `len` bytes to `dst`, which the caller hands out as
+    // writable for `len` bytes; the remote side is only read, and a bad remote range fails with
+    // EFAULT instead of touching anything here.
+    let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &from, 1, 0) };
+    if n > 0 {
+        Io::Progress(n as usize)
+    } else {
+        Io::Dead
+    }
 }
 
 impl Qp for SoftQp {
@@ -928,7 +1026,15 @@ impl Qp for SoftQp {
             lid: 0,
             gid: Gid::default(),
             mtu: Mtu::M4096,
-            extra: encode_extra(self.h.shared.id, self.qp.secret, &self.h.shared.addr),
+            extra: encode_extra(
+                self.h.shared.id,
+                self.qp.secret,
+                &self.h.shared.addr,
+                self.h.shared.cma.then(|| CmaInfo {
+                    pid: std::process::id(),
+                    slot_addr: self.qp.cma_slot.as_ptr() as u64,
+                }),
+            ),
         })
     }
 
@@ -968,10 +1074,15 @@ impl Qp for SoftQp {
                     if a.remote.provider != ProviderKind::Soft {
                         return Err(Error::Descriptor("remote endpoint is not a soft QP"));
                     }
-                    let (dev, secret, addr) = decode_extra(&a.remote.extra)?;
+                    let (dev, secret, addr, cma) = decode_extra(&a.remote.extra)?;
+                    // The proof our peer looks for before it reads our memory directly.
+                    self.qp.cma_slot.store(secret, Ordering::SeqCst);
                     g.remote = Some(Remote {
                         dev,
                         qpn: a.remote.qpn,
+                        cma: cma.filter(|_| s.cma),
+                        pull: false,
+                        proof_tries: 0,
                     });
                     g.epsn = a.remote.psn & PSN_MASK;
                     g.min_rnr_timer = a.min_rnr_timer.min(31);
@@ -1367,6 +1478,9 @@ const K_NAK: u8 = 6;
 
 const F_IMM: u8 = 1;
 const F_SOLICITED: u8 = 2;
+/// READ_REQ: the requester can read the responder's memory itself. READ_RESP: no payload
+/// follows; the requester copies it from the responder's process.
+const F_PULL: u8 = 4;
 
 const NAK_SEQ: u32 = 1;
 const NAK_RNR: u32 = 2;
@@ -1639,7 +1753,7 @@ enum RxAction {
     None,
     Send { rq: RqEntry, hdr: Hdr },
     Write { rq: Option<RqEntry>, hdr: Hdr },
-    ReadResp { psn: u32 },
+    ReadResp { psn: u32, pull_failed: bool },
 }
 
 enum RxState {
@@ -1771,6 +1885,13 @@ struct RqEntry {
 struct Remote {
     dev: u64,
     qpn: u32,
+    /// Where the peer offers direct reads (both ends must, [`SoftConfig::cma`]).
+    cma: Option<CmaInfo>,
+    /// The offer is proven ([`cma_proven`]): READs ask for direct responses.
+    pull: bool,
+    /// Proofs tried so far (the peer stores its proof at its RTR, which may come after our
+    /// first READ; we stop trying after a few).
+    proof_tries: u8,
 }
 
 struct QpShared {
@@ -1784,6 +1905,9 @@ struct QpShared {
     sig_all: bool,
     send_cq: Arc<CqShared>,
     recv_cq: Arc<CqShared>,
+    /// The secret of the QP this one was connected to (set at RTR), read by that QP's process
+    /// as proof before it reads our memory directly ([`cma_proven`]).
+    cma_slot: AtomicU64,
     inner: Mutex<QpInner>,
     /// Threads waiting for `inner` (posting, polling state) while the progress thread holds it.
     waiters: AtomicU32,
@@ -2370,6 +2494,17 @@ impl QpInner {
                 h.addr = r.addr;
                 h.rkey = r.rkey;
                 h.aux = e.len;
+                if let Some(r) = self.remote.as_mut() {
+                    if let (Some(c), false) = (r.cma, r.pull) {
+                        if r.proof_tries < CMA_PROOF_TRIES {
+                            r.proof_tries += 1;
+                            r.pull = cma_proven(&c, qp.secret);
+                        }
+                    }
+                    if r.pull {
+                        h.flags |= F_PULL;
+                    }
+                }
                 payload = false;
             }
         }
@@ -2606,7 +2741,12 @@ impl QpInner {
                     return (RxDest::Discard, RxAction::None);
                 };
                 let e = &self.sq[i];
-                if e.done || !matches!(e.op, SendOp::RdmaRead(_)) || h.len != e.len {
+                let pulled = h.flags & F_PULL != 0;
+                let len = if pulled { h.aux } else { h.len };
+                let SendOp::RdmaRead(from) = e.op else {
+                    return (RxDest::Discard, RxAction::None);
+                };
+                if e.done || len != e.len || (pulled && h.len != 0) {
                     return (RxDest::Discard, RxAction::None);
                 }
                 let segs = e
@@ -2615,16 +2755,36 @@ impl QpInner {
                     .filter(|s| s.length > 0)
                     .map(|s| (s.addr, s.length as usize, s.lkey))
                     .collect();
+                let mut dest = RxDest::Mem {
+                    segs,
+                    idx: 0,
+                    off: 0,
+                    pdn: qp.pdn,
+                    need: Access::LOCAL_WRITE,
+                    failed: false,
+                };
+                let mut pull_failed = false;
+                if pulled {
+                    // The responder validated the range; copy it from its process now, in
+                    // order with everything else on the wire (this stands for the payload).
+                    let pid = self
+                        .remote
+                        .as_ref()
+                        .filter(|r| r.pull)
+                        .and_then(|r| r.cma)
+                        .map(|c| c.pid);
+                    pull_failed = !pid
+                        .is_some_and(|pid| pull_into(&mut dest, sh, pid, from.addr, len as usize));
+                    if !pull_failed {
+                        sh.pulled.fetch_add(u64::from(len), Ordering::Relaxed);
+                    }
+                }
                 (
-                    RxDest::Mem {
-                        segs,
-                        idx: 0,
-                        off: 0,
-                        pdn: qp.pdn,
-                        need: Access::LOCAL_WRITE,
-                        failed: false,
+                    dest,
+                    RxAction::ReadResp {
+                        psn: h.psn,
+                        pull_failed,
                     },
-                    RxAction::ReadResp { psn: h.psn },
                 )
             }
             K_SEND | K_WRITE | K_READ_REQ => self.on_request(qp, sh, h),
@@ -2810,14 +2970,22 @@ impl QpInner {
         if fresh {
             w.reads_serving += 1;
         }
+        // Validated above: the requester may read the range itself. The response then carries
+        // no payload, and the range must stay registered until the READ completes there, which
+        // verbs require anyway (deregistering memory under a READ is undefined).
+        // (The header's length counts the bytes that follow it on the wire: none; `aux` says
+        // how many the requester copies.)
+        let pull = h.flags & F_PULL != 0 && len > 0;
         w.ctrl.push_back(Ctrl {
             hdr: Hdr {
                 kind: K_READ_RESP,
+                flags: if pull { F_PULL } else { 0 },
                 psn: h.psn,
-                len,
+                len: if pull { 0 } else { len },
+                aux: if pull { len } else { 0 },
                 ..Hdr::default()
             },
-            payload: Some(TxChunk::Mem {
+            payload: (!pull).then_some(TxChunk::Mem {
                 addr: h.addr,
                 len: len as usize,
                 key: h.rkey,
@@ -2888,8 +3056,14 @@ impl QpInner {
                     );
                 }
             }
-            RxAction::ReadResp { psn } => {
+            RxAction::ReadResp { psn, pull_failed } => {
                 if self.state != QpState::Rts {
+                    return;
+                }
+                if pull_failed {
+                    // The responder's memory could not be read (gone since it validated the
+                    // READ): as a NIC whose DMA read faulted there.
+                    self.fail_send(qp, psn, WcStatus::RemAccessErr);
                     return;
                 }
                 if failed {
@@ -3086,6 +3260,27 @@ fn deliver(
         }
     }
     Io::Progress(total)
+}
+
+/// Copies `len` bytes at `remote` in process `pid` into `dest`'s segments (checked against the
+/// MR table as received bytes are); false when the remote memory cannot be read.
+fn pull_into(dest: &mut RxDest, sh: &Shared, pid: u32, remote: u64, len: usize) -> bool {
+    let mut done = 0usize;
+    while done < len {
+        let mut at = remote + done as u64;
+        let r = deliver(dest, sh, len - done, |p, k| {
+            let r = sys_pull(pid, at, p, k);
+            if let Io::Progress(got) = r {
+                at += got as u64;
+            }
+            r
+        });
+        match r {
+            Io::Progress(n) if n > 0 => done += n,
+            _ => return false,
+        }
+    }
+    true
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -3288,6 +3483,7 @@ mod tests {
             sig_all: true,
             send_cq: cq(),
             recv_cq: cq(),
+            cma_slot: AtomicU64::new(0),
             inner: Mutex::new(QpInner::new()),
             waiters: AtomicU32::new(0),
             waiting: Mutex::new(0),
@@ -3347,7 +3543,15 @@ mod tests {
         g.last_progress = now - Duration::from_millis(20);
         g.on_timers(&qp, now);
         assert_eq!(g.tx_psn, start, "the timeout rewinds to the READ");
-        g.on_payload_done(&qp, RxAction::ReadResp { psn: start }, false, now);
+        g.on_payload_done(
+            &qp,
+            RxAction::ReadResp {
+                psn: start,
+                pull_failed: false,
+            },
+            false,
+            now,
+        );
         let wcs: Vec<WorkCompletion> = lock(&qp.send_cq.inner).q.drain(..).collect();
         assert_eq!(wcs.len(), 1);
         assert_eq!((wcs[0].wr_id, wcs[0].status), (1, WcStatus::Success));
@@ -3355,6 +3559,121 @@ mod tests {
         post(&mut g, 2, SendOp::RdmaWrite(REMOTE));
         assert_eq!(g.next_request(), Some(0), "the new WRITE goes out next");
         assert_eq!(g.timed_psn(), None, "not on the wire yet: no timer");
+    }
+
+    /// A device's shared state without its thread or listener.
+    fn test_shared() -> Shared {
+        Shared {
+            id: 1,
+            addr: WireAddr::parse("tcp:127.0.0.1:1").unwrap(),
+            gid_mode: false,
+            mrs: RwLock::new(HashMap::new()),
+            next_key: AtomicU32::new(1),
+            next_qpn: AtomicU32::new(1),
+            next_pdn: AtomicU32::new(1),
+            next_mw: AtomicU32::new(1),
+            qps: Mutex::new(HashMap::new()),
+            doorbell: EventFd::new().unwrap(),
+            asleep: AtomicBool::new(false),
+            rung: AtomicBool::new(false),
+            shutdown: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+            cma: false,
+            pulled: AtomicU64::new(0),
+        }
+    }
+
+    #[test]
+    fn a_direct_read_copies_what_is_there_and_fails_on_unmapped_memory() {
+        let sh = test_shared();
+        let src: Vec<u8> = (0..100_000u32).map(|i| (i * 13 + 5) as u8).collect();
+        let mut dst = vec![0u8; src.len()];
+        let base = dst.as_mut_ptr() as u64;
+        let key = 5;
+        sh.mrs.write().unwrap().insert(
+            key,
+            MrEntry {
+                addr: base,
+                len: src.len() as u64,
+                access: Access::LOCAL_WRITE,
+                pdn: 1,
+            },
+        );
+        let pid = std::process::id();
+        // Two segments, split unevenly: each gets its part.
+        let cut = 12_345usize;
+        let dest = |failed| RxDest::Mem {
+            segs: vec![
+                (base, cut, key),
+                (base + cut as u64, src.len() - cut, key),
+            ],
+            idx: 0,
+            off: 0,
+            pdn: 1,
+            need: Access::LOCAL_WRITE,
+            failed,
+        };
+        let mut d = dest(false);
+        assert!(pull_into(&mut d, &sh, pid, src.as_ptr() as u64, src.len()));
+        assert!(!matches!(d, RxDest::Mem { failed: true, .. }));
+        assert_eq!(dst, src);
+        // Nothing mapped at the responder's address: the READ fails instead of completing.
+        let mut d = dest(false);
+        assert!(!pull_into(&mut d, &sh, pid, 8, 4096));
+        // The requester's completion for it: a remote access error, and the QP goes to ERR.
+        let qp = qp();
+        let mut g = rts(100);
+        post(&mut g, 1, SendOp::RdmaRead(REMOTE));
+        g.tx_psn = 101;
+        g.on_payload_done(
+            &qp,
+            RxAction::ReadResp {
+                psn: 100,
+                pull_failed: true,
+            },
+            false,
+            Instant::now(),
+        );
+        let wcs: Vec<WorkCompletion> = lock(&qp.send_cq.inner).q.drain(..).collect();
+        assert_eq!(wcs[0].wr_id, 1);
+        assert_eq!(wcs[0].status, WcStatus::RemAccessErr);
+        assert_eq!(g.state, QpState::Err);
+    }
+
+    #[test]
+    fn connect_info_carries_the_direct_read_part_only_when_offered() {
+        let addr = WireAddr::parse("tcp:127.0.0.1:4000").unwrap();
+        let info = CmaInfo {
+            pid: 4242,
+            slot_addr: 0x7fff_0000_1000,
+        };
+        let (dev, secret, a, c) = decode_extra(&encode_extra(7, 9, &addr, Some(info))).unwrap();
+        assert_eq!((dev, secret, a, c), (7, 9, addr.clone(), Some(info)));
+        let (_, _, a, c) = decode_extra(&encode_extra(7, 9, &addr, None)).unwrap();
+        assert_eq!((a, c), (addr.clone(), None));
+        // A truncated direct-read part is refused, not half-read.
+        let mut b = encode_extra(7, 9, &addr, Some(info));
+        b.pop();
+        assert!(decode_extra(&b).is_err());
+        // The proof holds only where the named process stores our secret.
+        let slot = AtomicU64::new(77);
+        let here = CmaInfo {
+            pid: std::process::id(),
+            slot_addr: slot.as_ptr() as u64,
+        };
+        assert!(cma_proven(&here, 77));
+        assert!(!cma_proven(&here, 78), "another QP's secret");
+        assert!(!cma_proven(&here, 0), "no secret, no proof");
+        assert!(
+            !cma_proven(
+                &CmaInfo {
+                    slot_addr: 8,
+                    ..here
+                },
+                77
+            ),
+            "unmapped"
+        );
     }
 
     #[test]
@@ -3370,7 +3689,15 @@ mod tests {
         g.last_progress = now - Duration::from_millis(20);
         g.on_timers(&qp, now);
         assert_eq!(g.tx_psn, 100);
-        g.on_payload_done(&qp, RxAction::ReadResp { psn: 100 }, false, now);
+        g.on_payload_done(
+            &qp,
+            RxAction::ReadResp {
+                psn: 100,
+                pull_failed: false,
+            },
+            false,
+            now,
+        );
         assert_eq!(g.sq.len(), 1);
         assert_eq!(g.tx_psn, 101);
         assert_eq!(g.next_request(), Some(0));
