@@ -2749,20 +2749,7 @@ impl QpInner {
                 if e.done || len != e.len || (pulled && h.len != 0) {
                     return (RxDest::Discard, RxAction::None);
                 }
-                let segs = e
-                    .sges
-                    .iter()
-                    .filter(|s| s.length > 0)
-                    .map(|s| (s.addr, s.length as usize, s.lkey))
-                    .collect();
-                let mut dest = RxDest::Mem {
-                    segs,
-                    idx: 0,
-                    off: 0,
-                    pdn: qp.pdn,
-                    need: Access::LOCAL_WRITE,
-                    failed: false,
-                };
+                let mut dest = local_dest(&e.sges, qp.pdn);
                 let mut pull_failed = false;
                 if pulled {
                     // The responder validated the range; copy it from its process now, in
@@ -2871,23 +2858,7 @@ impl QpInner {
                     self.responder_error(qp, rq, WcStatus::LocLenErr, h.psn, NAK_INV_REQ);
                     return discard;
                 }
-                let segs = rq
-                    .sges
-                    .iter()
-                    .filter(|s| s.length > 0)
-                    .map(|s| (s.addr, s.length as usize, s.lkey))
-                    .collect();
-                (
-                    RxDest::Mem {
-                        segs,
-                        idx: 0,
-                        off: 0,
-                        pdn: qp.pdn,
-                        need: Access::LOCAL_WRITE,
-                        failed: false,
-                    },
-                    RxAction::Send { rq, hdr: h },
-                )
+                (local_dest(&rq.sges, qp.pdn), RxAction::Send { rq, hdr: h })
             }
             K_WRITE => {
                 if has_imm && self.rq.is_empty() {
@@ -3262,6 +3233,23 @@ fn deliver(
     Io::Progress(total)
 }
 
+/// Where a payload lands in local memory: the non-empty SGEs of a receive or a READ, written
+/// under `LOCAL_WRITE`.
+fn local_dest(sges: &[Sge], pdn: u32) -> RxDest {
+    RxDest::Mem {
+        segs: sges
+            .iter()
+            .filter(|s| s.length > 0)
+            .map(|s| (s.addr, s.length as usize, s.lkey))
+            .collect(),
+        idx: 0,
+        off: 0,
+        pdn,
+        need: Access::LOCAL_WRITE,
+        failed: false,
+    }
+}
+
 /// Copies `len` bytes at `remote` in process `pid` into `dest`'s segments (checked against the
 /// MR table as received bytes are); false when the remote memory cannot be read.
 fn pull_into(dest: &mut RxDest, sh: &Shared, pid: u32, remote: u64, len: usize) -> bool {
@@ -3603,10 +3591,7 @@ mod tests {
         // Two segments, split unevenly: each gets its part.
         let cut = 12_345usize;
         let dest = |failed| RxDest::Mem {
-            segs: vec![
-                (base, cut, key),
-                (base + cut as u64, src.len() - cut, key),
-            ],
+            segs: vec![(base, cut, key), (base + cut as u64, src.len() - cut, key)],
             idx: 0,
             off: 0,
             pdn: 1,
