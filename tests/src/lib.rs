@@ -57,6 +57,21 @@ pub fn zmtp_ready(socket_type: &[u8]) -> Vec<u8> {
 /// Receive timeout used by tests so a bug fails instead of hanging (ms).
 pub const TIMEOUT_MS: i32 = 10_000;
 
+/// A socket whose sends and receives give up after [`TIMEOUT_MS`] (a hung test fails instead of
+/// hanging) and that lingers `linger_ms` at close.
+pub fn timed_socket(
+    ctx: &rzmq_core::Context,
+    ty: rzmq_core::SocketType,
+    linger_ms: i32,
+) -> rzmq_core::Socket {
+    use rzmq_core::options as opt;
+    let mut s = ctx.socket(ty).unwrap();
+    s.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
+    s.set_option_i32(opt::SNDTIMEO, TIMEOUT_MS).unwrap();
+    s.set_option_i32(opt::LINGER, linger_ms).unwrap();
+    s
+}
+
 /// The source directory of the `zeromq-src` crate (libzmq 4.3.5's sources, tests and perf tools),
 /// found through `cargo metadata`.
 pub fn zeromq_src_dir() -> std::path::PathBuf {

@@ -15,9 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once};
 
 use rzmq_core::alt::{self, AltError, AltPath, AltStats, HalfPath, Mode, Upgrader};
-use rzmq_core::options as opt;
 use rzmq_core::{Context, Msg, Socket, SocketType};
-use rzmq_tests::TIMEOUT_MS;
 
 /// One end of an in-memory path.
 struct End {
@@ -196,11 +194,7 @@ fn setup() {
 }
 
 fn sock(ctx: &Context, ty: SocketType) -> Socket {
-    let mut s = ctx.socket(ty).unwrap();
-    s.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
-    s.set_option_i32(opt::SNDTIMEO, TIMEOUT_MS).unwrap();
-    s.set_option_i32(opt::LINGER, 0).unwrap();
-    s
+    rzmq_tests::timed_socket(ctx, ty, 0)
 }
 
 #[test]

@@ -10,11 +10,7 @@ use std::time::Duration;
 fn sock(ctx: &Context, ty: SocketType) -> Socket {
     // On by default unless RZMQ_DIRECT=0; these tests are about the path itself.
     rzmq_core::direct::set_enabled(true);
-    let mut s = ctx.socket(ty).unwrap();
-    s.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
-    s.set_option_i32(opt::SNDTIMEO, TIMEOUT_MS).unwrap();
-    s.set_option_i32(opt::LINGER, 1000).unwrap();
-    s
+    rzmq_tests::timed_socket(ctx, ty, 1000)
 }
 
 /// Message `i`: its number, then a body whose size cycles through small, long-header and

@@ -7,17 +7,13 @@
 use rzmq_core::monitor;
 use rzmq_core::options as opt;
 use rzmq_core::{Context, Error, Msg, Socket, SocketType};
-use rzmq_tests::{inproc_endpoint, ipc_endpoint, payload, TIMEOUT_MS};
+use rzmq_tests::{inproc_endpoint, ipc_endpoint, payload};
 
 const TRANSPORTS: [&str; 3] = ["tcp", "ipc", "inproc"];
 
 fn sock(ctx: &Context, ty: SocketType) -> Socket {
     rzmq_rdma::install();
-    let mut s = ctx.socket(ty).unwrap();
-    s.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
-    s.set_option_i32(opt::SNDTIMEO, TIMEOUT_MS).unwrap();
-    s.set_option_i32(opt::LINGER, 0).unwrap();
-    s
+    rzmq_tests::timed_socket(ctx, ty, 0)
 }
 
 fn bind(s: &mut Socket, transport: &str) -> String {

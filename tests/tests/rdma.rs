@@ -29,11 +29,7 @@ fn setup() {
 }
 
 fn sock(ctx: &Context, ty: SocketType) -> Socket {
-    let mut s = ctx.socket(ty).unwrap();
-    s.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
-    s.set_option_i32(opt::SNDTIMEO, TIMEOUT_MS).unwrap();
-    s.set_option_i32(opt::LINGER, 2000).unwrap();
-    s
+    rzmq_tests::timed_socket(ctx, ty, 2000)
 }
 
 /// Monitor `s` for transport events on a fresh inproc endpoint; returns the reading end.
