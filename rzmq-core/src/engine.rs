@@ -19,6 +19,11 @@ use crate::zmtp::{self, ZmtpError};
 
 /// Bytes of encoded output above which the engine stops pulling messages from the pipe.
 const OUT_BATCH: usize = 256 * 1024;
+
+/// What [`Engine::on_writable_framed`] pulls with: `(budget, sink)` -> messages moved, or
+/// `None` when the pipe's framed lane is not next.
+pub type FramedPull<'a> =
+    dyn FnMut(usize, &mut dyn FnMut(crate::pipe::Framed<'_>)) -> Option<usize> + 'a;
 /// Bytes read per readiness event before yielding to other connections.
 const READ_BUDGET: usize = 4 * 1024 * 1024;
 /// Frames moved per call on an alternative path before yielding to other connections.
@@ -629,6 +634,23 @@ impl Engine {
                 .is_none_or(|u| matches!(u.state, UpState::Declined) && !u.required)
     }
 
+    /// Whether output can take the pipe's framed lane (wire bytes the writer encoded, see
+    /// [`crate::pipe::Reader::request_framed`]): plain ZMTP, ready, no CURVE, no subscription
+    /// forwarding, not mid-message, no alternative path (declined upgrades qualify).
+    pub fn takes_framed(&self) -> bool {
+        let Proto::Zmtp(z) = &self.proto else {
+            return false;
+        };
+        z.is_ready()
+            && !z.encrypts()
+            && !self.subscriptions
+            && !self.out_in_multipart
+            && self
+                .upgrade
+                .as_ref()
+                .is_none_or(|u| matches!(u.state, UpState::Declined) && !u.required)
+    }
+
     /// Whether the socket reading this connection's pipe may read its input itself for a while
     /// (see [`crate::direct::DirectRx`]): plain ZMTP, ready, everything read decoded and
     /// delivered, the last read drained the stream, no timers input resets, no alternative
@@ -911,6 +933,47 @@ impl Engine {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Progress::Open,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Progress::Closed(Closed::Io(e)),
+            }
+        }
+    }
+
+    /// As [`Engine::on_writable`], for output that takes the pipe's framed lane (see
+    /// [`Engine::takes_framed`]): `pull(budget, sink)` hands whole messages to `sink` as wire
+    /// bytes or large frames. `None` (nothing written) when `pull` says the lane is not next:
+    /// the caller uses [`Engine::on_writable`].
+    pub fn on_writable_framed(&mut self, pull: &mut FramedPull<'_>) -> Option<Progress> {
+        self.take_output();
+        loop {
+            let pending = self.proto.pending_output();
+            if pending < OUT_BATCH {
+                let Proto::Zmtp(z) = &mut self.proto else {
+                    return None;
+                };
+                let mut err = None;
+                let pulled = pull(OUT_BATCH - pending, &mut |f| match f {
+                    crate::pipe::Framed::Bytes(b) => z.push_framed(b),
+                    crate::pipe::Framed::Msg(m) => {
+                        if let Err(e) = z.send(m) {
+                            err = Some(e);
+                        }
+                    }
+                });
+                if let Some(e) = err {
+                    return Some(Progress::Closed(Closed::Protocol(e)));
+                }
+                if pulled.is_none() && !self.proto.has_output() {
+                    return None;
+                }
+            }
+            if !self.proto.has_output() {
+                return Some(Progress::Open);
+            }
+            match self.proto.write_to(&mut self.stream) {
+                Ok(0) => return Some(Progress::Open),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(Progress::Open),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Some(Progress::Closed(Closed::Io(e))),
             }
         }
     }

@@ -17,6 +17,7 @@
 //! ```
 
 pub mod alt;
+pub mod byteq;
 pub mod context;
 pub mod curve_keys;
 pub mod direct;

@@ -11,8 +11,10 @@
 //! A pipe also carries the peer's properties (set by the engine when a handshake completes) and the
 //! close state of each end. This module knows nothing of sockets, engines or transports.
 
+use crate::byteq;
 use crate::direct::{DirectRx, DirectTx, Sent};
 use crate::spsc;
+use crate::zmtp::codec::{FLAG_COMMAND, FLAG_LONG, FLAG_MORE};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -76,6 +78,12 @@ struct Shared {
     rx: Mutex<Option<Arc<DirectRx>>>,
     /// Bumped whenever `rx` changes, so the reader rereads it only then.
     rx_gen: AtomicU64,
+    /// The reader's owner takes wire-framed bytes: the writer should encode (see
+    /// [`Reader::request_framed`]).
+    framed_req: AtomicBool,
+    /// Queue items the writer had pushed when it switched to the framed lane (`u64::MAX`:
+    /// not switched).
+    framed_from: AtomicU64,
 }
 
 impl Shared {
@@ -142,7 +150,10 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
         direct_gen: AtomicU64::new(0),
         rx: Mutex::new(None),
         rx_gen: AtomicU64::new(0),
+        framed_req: AtomicBool::new(false),
+        framed_from: AtomicU64::new(u64::MAX),
     });
+    let (bytes_w, bytes_r) = byteq::byte_queue();
     (
         Writer {
             shared: shared.clone(),
@@ -155,6 +166,8 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
             direct: None,
             direct_gen: 0,
             unwoken: false,
+            bq: bytes_w,
+            framed: false,
         },
         Reader {
             shared,
@@ -174,8 +187,91 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
             inbox: std::collections::VecDeque::new(),
             rx: None,
             rx_gen: 0,
+            bq: bytes_r,
+            framed_req: false,
+            framed_active: false,
+            q_popped: 0,
+            held: None,
         },
     )
+}
+
+/// Frames up to this size travel the framed lane encoded; larger ones stay messages (their
+/// bodies are written by reference), with a [`FRAMED_MARKER`] in the lane where they belong.
+pub const FRAMED_INLINE_MAX: usize = crate::zmtp::codec::LARGE_BODY;
+/// A framed-lane record of one byte (this bit plus the frame's MORE and COMMAND flags): the
+/// frame is the next message of the queue.
+pub const FRAMED_MARKER: u8 = 0x80;
+
+/// 0: not decided yet, 1: on, 2: off.
+static FRAMED_ENABLED: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Whether pipes to plain ZMTP connections use the framed lane: off by default (measured,
+/// it trades the I/O thread's per-message work for more and smaller writes and wake-ups, see
+/// docs/BENCHMARKS.md); the first call reads `RZMQ_FRAMED` (`1`: on) unless
+/// [`set_framed_enabled`] was called.
+pub fn framed_enabled() -> bool {
+    match FRAMED_ENABLED.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let on = std::env::var("RZMQ_FRAMED").is_ok_and(|v| v == "1");
+            let _ = FRAMED_ENABLED.compare_exchange(
+                0,
+                if on { 1 } else { 2 },
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            FRAMED_ENABLED.load(Ordering::Relaxed) == 1
+        }
+    }
+}
+
+/// Messages moved through [`Reader::read_framed`] in this process.
+static FRAMED_MOVED: AtomicU64 = AtomicU64::new(0);
+
+/// Messages the framed lane moved as wire bytes or large frames in this process (tests and
+/// benchmarks use it to see the lane at work).
+pub fn framed_moved() -> u64 {
+    FRAMED_MOVED.load(Ordering::Relaxed)
+}
+
+/// Turns the framed lane on or off for connections whose output is pumped from now on (a pipe
+/// that switched keeps its lane).
+pub fn set_framed_enabled(on: bool) {
+    FRAMED_ENABLED.store(if on { 1 } else { 2 }, Ordering::Relaxed);
+}
+
+/// What [`Reader::read_framed`] hands on: wire bytes of whole frames, or a large frame as a
+/// message.
+pub enum Framed<'a> {
+    /// Frames encoded as ZMTP 3 puts them on the wire.
+    Bytes(&'a [u8]),
+    /// A frame too large to encode inline (its MORE flag set as on the wire).
+    Msg(Msg),
+}
+
+/// Why a walk of the framed lane stopped.
+enum Stop {
+    /// The published bytes of the chunk were all walked.
+    End,
+    /// A marker record (with these flags).
+    Marker(u8),
+    /// The budget was reached at a message boundary.
+    Budget,
+}
+
+/// Header length and body length of the framed-lane frame record starting `rec` (published
+/// records are whole, so the header is there).
+#[inline]
+fn frame_extent(rec: &[u8]) -> (usize, usize) {
+    if rec[0] & FLAG_LONG != 0 {
+        let mut n = [0u8; 8];
+        n.copy_from_slice(&rec[1..9]);
+        (9, u64::from_be_bytes(n) as usize)
+    } else {
+        (2, rec[1] as usize)
+    }
 }
 
 /// The writing end of a pipe.
@@ -192,6 +288,10 @@ pub struct Writer {
     direct_gen: u64,
     /// Messages were written with [`Writer::write_deferred`] and the reader not woken yet.
     unwoken: bool,
+    /// The framed lane: small frames encoded for the wire (see [`Reader::request_framed`]).
+    bq: byteq::ByteProducer,
+    /// Whether this writer switched to the framed lane.
+    framed: bool,
 }
 
 /// Why a write was refused.
@@ -304,6 +404,11 @@ impl Writer {
                 }
             }
         }
+        if self.framed || (!self.conflate && self.shared.framed_req.load(Ordering::Relaxed)) {
+            self.write_framed(msg);
+            self.written += 1;
+            return true;
+        }
         if self.conflate {
             let item = if self.pending.is_empty() {
                 Item::One(msg)
@@ -323,6 +428,57 @@ impl Writer {
         }
         self.written += 1;
         true
+    }
+
+    /// Encodes the held frames and `last` into the framed lane (switching to it first if the
+    /// reader asked) and publishes them together.
+    fn write_framed(&mut self, last: Msg) {
+        if !self.framed {
+            // Everything queued so far precedes the lane; the reader reads that first.
+            self.shared
+                .framed_from
+                .store(self.q.pushed() as u64, Ordering::Release);
+            self.framed = true;
+        }
+        if !self.pending.is_empty() {
+            let frames = std::mem::take(&mut self.pending);
+            let mut frames = frames;
+            for f in frames.drain(..) {
+                self.put_frame(f);
+            }
+            self.pending = frames;
+        }
+        self.put_frame(last);
+        self.bq.publish();
+    }
+
+    /// Encodes one frame into the framed lane, or queues it with a marker when large.
+    #[inline]
+    fn put_frame(&mut self, m: Msg) {
+        let mut flags = 0;
+        if m.more() {
+            flags |= FLAG_MORE;
+        }
+        if m.is_command() {
+            flags |= FLAG_COMMAND;
+        }
+        let len = m.len();
+        if len > FRAMED_INLINE_MAX {
+            self.bq.reserve(1)[0] = FRAMED_MARKER | flags;
+            self.q.push(m);
+            return;
+        }
+        if len < 256 {
+            let rec = self.bq.reserve(2 + len);
+            rec[0] = flags;
+            rec[1] = len as u8;
+            rec[2..].copy_from_slice(m.data());
+        } else {
+            let rec = self.bq.reserve(9 + len);
+            rec[0] = flags | FLAG_LONG;
+            rec[1..9].copy_from_slice(&(len as u64).to_be_bytes());
+            rec[9..].copy_from_slice(m.data());
+        }
     }
 
     /// Queues the held frames of a multipart message, unpublished (its last frame publishes
@@ -475,6 +631,16 @@ pub struct Reader {
     /// The connection input last read from `Shared::rx`, as of `rx_gen`.
     rx: Option<Arc<DirectRx>>,
     rx_gen: u64,
+    /// The framed lane's reading end.
+    bq: byteq::ByteConsumer,
+    /// This reader asked for the framed lane ([`Reader::request_framed`]).
+    framed_req: bool,
+    /// Everything queued before the writer switched has been read: the lane is next.
+    framed_active: bool,
+    /// Items taken from the queue so far (counted once the lane is asked for).
+    q_popped: u64,
+    /// A queue item taken before this reader learnt it belongs to a marker of the lane.
+    held: Option<Msg>,
 }
 
 impl Reader {
@@ -528,6 +694,9 @@ impl Reader {
 
     #[inline]
     fn queue_empty(&self) -> bool {
+        if self.framed_req {
+            return self.held.is_none() && self.q.is_empty() && self.bq.is_empty();
+        }
         if self.conflate {
             self.shared
                 .latest
@@ -558,6 +727,9 @@ impl Reader {
     /// Reads one frame. On `None` the reader is registered for an activation.
     #[inline]
     pub fn read(&mut self) -> Option<Msg> {
+        if self.framed_req {
+            return self.read_framed_msg();
+        }
         // Frames read from the connection directly (never counted by the writer) do not cut
         // into a message half read from the queue.
         if !self.queue_multipart {
@@ -581,6 +753,13 @@ impl Reader {
                 m
             }
         };
+        self.took(&m);
+        Some(m)
+    }
+
+    /// Counts a frame read from the queue or the framed lane.
+    #[inline]
+    fn took(&mut self, m: &Msg) {
         self.queue_multipart = m.more();
         self.in_multipart = m.more();
         self.unpublished_bytes += m.len();
@@ -598,7 +777,198 @@ impl Reader {
                 self.publish_reads();
             }
         }
+    }
+
+    /// Asks the writer to encode small frames for the wire from its next message on (the
+    /// framed lane; only for an owner that writes them to a plain ZMTP stream, see
+    /// [`Reader::read_framed`]). Everything already queued is read first; [`Reader::read`]
+    /// still works afterwards, decoding the lane back into frames.
+    pub fn request_framed(&mut self) {
+        if self.framed_req || self.conflate {
+            return;
+        }
+        self.framed_req = true;
+        self.shared.framed_req.store(true, Ordering::Release);
+    }
+
+    /// True once [`Reader::request_framed`] was called.
+    pub fn framed_requested(&self) -> bool {
+        self.framed_req
+    }
+
+    /// The next queue item written before the writer switched to the lane; `None` when there
+    /// is none now or the lane is next (then `framed_active` is set).
+    fn pop_before_lane(&mut self) -> Option<Msg> {
+        let from = self.shared.framed_from.load(Ordering::Acquire);
+        if self.q_popped >= from {
+            self.framed_active = true;
+            return None;
+        }
+        let m = self.q.pop()?;
+        let idx = self.q_popped;
+        self.q_popped += 1;
+        if from == u64::MAX && idx >= self.shared.framed_from.load(Ordering::Acquire) {
+            // The writer switched meanwhile and this item is a lane marker's frame.
+            self.held = Some(m);
+            self.framed_active = true;
+            return None;
+        }
         Some(m)
+    }
+
+    /// The frame behind a lane marker.
+    fn marker_frame(&mut self) -> Msg {
+        if let Some(m) = self.held.take() {
+            return m;
+        }
+        self.q_popped += 1;
+        // The writer queued the frame before publishing its marker.
+        self.q
+            .pop()
+            .expect("a framed-lane marker without its frame")
+    }
+
+    /// Registers for an activation; true when something arrived meanwhile (read again).
+    fn go_idle(&mut self) -> bool {
+        if self.shared.msgs_read.load(Ordering::Relaxed) != self.read {
+            self.publish_reads();
+        }
+        self.shared.reader_idle.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if self.queue_empty()
+            && (self.framed_active || self.shared.framed_from.load(Ordering::SeqCst) == u64::MAX)
+        {
+            return false;
+        }
+        self.shared.reader_idle.store(false, Ordering::SeqCst);
+        true
+    }
+
+    /// [`Reader::read`] for a reader that asked for the framed lane: frames queued before the
+    /// switch, then the lane's frames decoded back into messages.
+    #[cold]
+    fn read_framed_msg(&mut self) -> Option<Msg> {
+        loop {
+            if !self.framed_active {
+                if let Some(m) = self.pop_before_lane() {
+                    self.took(&m);
+                    return Some(m);
+                }
+                if self.framed_active {
+                    continue;
+                }
+                if self.go_idle() {
+                    continue;
+                }
+                return None;
+            }
+            let rec = self.bq.peek();
+            if rec.is_empty() {
+                if self.go_idle() {
+                    continue;
+                }
+                return None;
+            }
+            let flags = rec[0];
+            let m = if flags & FRAMED_MARKER != 0 {
+                self.bq.consume(1);
+                self.marker_frame()
+            } else {
+                let (h, len) = frame_extent(rec);
+                let mut m = Msg::copy_from(&rec[h..h + len]);
+                m.set_more(flags & FLAG_MORE != 0);
+                m.set_command(flags & FLAG_COMMAND != 0);
+                self.bq.consume(h + len);
+                m
+            };
+            self.took(&m);
+            return Some(m);
+        }
+    }
+
+    /// The fast read for an owner that writes plain ZMTP: hands whole messages of the framed
+    /// lane to `out`, as wire bytes (small frames) or messages (large ones), until about
+    /// `budget` bytes went. Returns the messages moved, or `None` when the lane is not next
+    /// yet (frames queued before the switch: read them with [`Reader::read`]). `Some(0)`: the
+    /// reader registered for an activation.
+    pub fn read_framed(&mut self, budget: usize, out: &mut dyn FnMut(Framed<'_>)) -> Option<usize> {
+        if !self.framed_req || self.in_multipart {
+            return None;
+        }
+        if !self.framed_active {
+            if self.held.is_none()
+                && self.q_popped >= self.shared.framed_from.load(Ordering::Acquire)
+            {
+                self.framed_active = true;
+            } else {
+                return None;
+            }
+        }
+        let mut msgs = 0u64;
+        let mut bytes = 0usize;
+        'outer: loop {
+            let rec = self.bq.peek();
+            if rec.is_empty() {
+                if msgs > 0 {
+                    break;
+                }
+                if self.go_idle() {
+                    continue;
+                }
+                return Some(0);
+            }
+            // Walk whole records: runs of inline frames go on as bytes, marker frames singly.
+            // Published records end with whole messages, so an empty lane is a boundary; a
+            // message cut by the end of a chunk continues in the next one.
+            let mut i = 0;
+            let mut stop = Stop::End;
+            while i < rec.len() {
+                let flags = rec[i];
+                if flags & FRAMED_MARKER != 0 {
+                    stop = Stop::Marker(flags);
+                    break;
+                }
+                let (h, len) = frame_extent(&rec[i..]);
+                i += h + len;
+                if flags & FLAG_MORE == 0 {
+                    msgs += 1;
+                    if bytes + i >= budget {
+                        stop = Stop::Budget;
+                        break;
+                    }
+                }
+            }
+            if i > 0 {
+                out(Framed::Bytes(&rec[..i]));
+                self.bq.consume(i);
+                bytes += i;
+            }
+            match stop {
+                Stop::Budget => break,
+                Stop::End => {}
+                Stop::Marker(flags) => {
+                    self.bq.consume(1);
+                    let m = self.marker_frame();
+                    bytes += m.len();
+                    out(Framed::Msg(m));
+                    if flags & FLAG_MORE == 0 {
+                        msgs += 1;
+                        if bytes >= budget {
+                            break 'outer;
+                        }
+                    }
+                }
+            }
+        }
+        FRAMED_MOVED.fetch_add(msgs, Ordering::Relaxed);
+        self.read += msgs;
+        self.unpublished_bytes += bytes;
+        if self.until_publish > msgs && self.unpublished_bytes < PUBLISH_BYTES {
+            self.until_publish -= msgs;
+        } else {
+            self.publish_reads();
+        }
+        Some(msgs as usize)
     }
 
     #[cold]
@@ -797,6 +1167,200 @@ mod tests {
         assert!(r.read().is_none());
         w.try_write(Msg::from("e")).unwrap();
         assert_eq!(c.read.load(Ordering::SeqCst), 2);
+    }
+
+    /// A frame as the tests compare them: body, MORE.
+    type Frame = (Vec<u8>, bool);
+
+    /// Frames of `wire` (ZMTP 3 data frames) appended to `out`.
+    fn decode_wire(mut wire: &[u8], out: &mut Vec<Frame>) {
+        while !wire.is_empty() {
+            let (h, len) = frame_extent(wire);
+            out.push((wire[h..h + len].to_vec(), wire[0] & FLAG_MORE != 0));
+            wire = &wire[h + len..];
+        }
+    }
+
+    /// The messages the tests write: sizes across the inline limit and multipart ones.
+    fn lane_messages() -> Vec<Vec<Frame>> {
+        let mut msgs = Vec::new();
+        for i in 0..3000usize {
+            let size = match i % 7 {
+                0 => 0,
+                1 => 255,
+                2 => 256,
+                3 => FRAMED_INLINE_MAX,
+                4 => FRAMED_INLINE_MAX + 1,
+                5 => 40_000,
+                _ => i % 300,
+            };
+            let body: Vec<u8> = (0..size).map(|k| (k + i) as u8).collect();
+            if i % 5 == 0 {
+                msgs.push(vec![(b"head".to_vec(), true), (body, false)]);
+            } else {
+                msgs.push(vec![(body, false)]);
+            }
+        }
+        msgs
+    }
+
+    fn write_message(w: &mut Writer, m: &[Frame]) {
+        for (body, more) in m {
+            let mut f = Msg::copy_from(body);
+            f.set_more(*more);
+            w.try_write(f).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_framed_lane_carries_frames_in_order_after_what_was_queued_before() {
+        let (mut w, mut r) = pipe(0);
+        let msgs = lane_messages();
+        // Queued before the reader asks for the lane: read as messages first.
+        for m in &msgs[..10] {
+            write_message(&mut w, m);
+        }
+        r.request_framed();
+        assert_eq!(
+            r.read_framed(1 << 20, &mut |_| panic!("queued first")),
+            None
+        );
+        let mut got: Vec<Frame> = Vec::new();
+        for _ in 0..12 {
+            let m = r.read().unwrap();
+            got.push((m.data().to_vec(), m.more()));
+        }
+        for m in &msgs[10..] {
+            write_message(&mut w, m);
+        }
+        let mut moved = 0;
+        let mut large = 0;
+        loop {
+            let n = r
+                .read_framed(64 * 1024, &mut |f| match f {
+                    Framed::Bytes(b) => decode_wire(b, &mut got),
+                    Framed::Msg(m) => {
+                        assert!(m.len() > FRAMED_INLINE_MAX);
+                        large += 1;
+                        got.push((m.data().to_vec(), m.more()));
+                    }
+                })
+                .unwrap();
+            if n == 0 {
+                break;
+            }
+            moved += n;
+        }
+        assert_eq!(moved, msgs.len() - 10);
+        assert!(large > 0, "large frames stay messages");
+        let want: Vec<Frame> = msgs.iter().flatten().cloned().collect();
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "frames differ");
+        assert_eq!(w.queued(), 0, "every message counted as read");
+    }
+
+    #[test]
+    fn a_framed_lane_reads_back_as_messages() {
+        let (mut w, mut r) = pipe(0);
+        r.request_framed();
+        let msgs = lane_messages();
+        for m in &msgs {
+            write_message(&mut w, m);
+        }
+        let mut got: Vec<Frame> = Vec::new();
+        while let Some(m) = r.read() {
+            got.push((m.data().to_vec(), m.more()));
+        }
+        let want: Vec<Frame> = msgs.iter().flatten().cloned().collect();
+        assert!(got == want, "frames differ");
+        assert!(r.is_idle());
+        assert_eq!(w.queued(), 0);
+    }
+
+    #[test]
+    fn the_framed_lane_keeps_the_high_water_mark_and_wakes_an_idle_reader() {
+        let (mut w, mut r) = pipe(4);
+        let c = Arc::new(Counts::default());
+        w.set_target(Target {
+            notify: c.clone(),
+            token: 1,
+        });
+        r.set_target(Target {
+            notify: c.clone(),
+            token: 2,
+        });
+        r.request_framed();
+        assert!(r.read().is_none(), "empty: goes idle");
+        for i in 0..4u8 {
+            w.try_write(Msg::copy_from(&[i; 10])).unwrap();
+        }
+        assert_eq!(
+            c.read.load(Ordering::SeqCst),
+            1,
+            "one wake-up for the idle reader"
+        );
+        assert_eq!(w.try_write(Msg::from("x")).unwrap_err().1, WriteError::Full);
+        let mut bytes = 0;
+        assert_eq!(
+            r.read_framed(1024, &mut |f| {
+                if let Framed::Bytes(b) = f {
+                    bytes += b.len();
+                }
+            }),
+            Some(4)
+        );
+        assert_eq!(bytes, 4 * 12);
+        assert_eq!(
+            c.write.load(Ordering::SeqCst),
+            1,
+            "the blocked writer is woken"
+        );
+        w.try_write(Msg::from("x")).unwrap();
+    }
+
+    #[test]
+    fn a_framed_lane_between_threads_loses_nothing() {
+        let (mut w, mut r) = pipe(100);
+        let c = Arc::new(Counts::default());
+        r.set_target(Target {
+            notify: c.clone(),
+            token: 2,
+        });
+        r.request_framed();
+        let n = 100_000u32;
+        let t = std::thread::spawn(move || {
+            let mut i = 0u32;
+            while i < n {
+                let size = 4 + (i as usize % 13) * if i.is_multiple_of(1000) { 1000 } else { 1 };
+                let mut body = vec![(i % 251) as u8; size];
+                body[..4].copy_from_slice(&i.to_le_bytes());
+                match w.try_write(Msg::copy_from(&body)) {
+                    Ok(()) => i += 1,
+                    Err((_, WriteError::Full)) => std::thread::yield_now(),
+                    Err((_, e)) => panic!("{e:?}"),
+                }
+            }
+        });
+        let mut next = 0u32;
+        while next < n {
+            let mut frames = Vec::new();
+            // None until the writer's first write switched it to the lane.
+            let k = r
+                .read_framed(16 * 1024, &mut |f| match f {
+                    Framed::Bytes(b) => decode_wire(b, &mut frames),
+                    Framed::Msg(m) => frames.push((m.data().to_vec(), false)),
+                })
+                .unwrap_or(0);
+            assert_eq!(k, frames.len());
+            for (body, _) in &frames {
+                assert_eq!(u32::from_le_bytes(body[..4].try_into().unwrap()), next);
+                next += 1;
+            }
+            if k == 0 {
+                std::thread::yield_now();
+            }
+        }
+        t.join().unwrap();
     }
 
     #[test]

@@ -152,6 +152,12 @@ impl<T> Producer<T> {
         self.publish();
     }
 
+    /// Items pushed so far (published or not).
+    pub fn pushed(&self) -> usize {
+        // SAFETY: only the single Producer touches the producer side.
+        unsafe { (*self.inner.prod.get()).count }
+    }
+
     /// Makes every item pushed so far visible to the consumer.
     #[inline]
     pub fn publish(&mut self) {

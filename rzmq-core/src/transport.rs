@@ -1882,6 +1882,28 @@ impl Session {
         let drop_partial = &mut self.drop_partial;
         let moved = &mut self.last_moved;
         *moved = 0;
+        if !*drop_partial && crate::pipe::framed_enabled() && engine.takes_framed() {
+            if let Some(p) = self.pipe.as_mut() {
+                // Small frames come encoded from now on (see crate::pipe::Reader::read_framed).
+                p.from_socket.request_framed();
+                r.shared.work.fetch_add(1, Ordering::SeqCst);
+                let pipe = &mut self.pipe;
+                let progress = engine.on_writable_framed(&mut |budget, sink| {
+                    let n = pipe.as_mut()?.from_socket.read_framed(budget, sink)?;
+                    *moved += n;
+                    Some(n)
+                });
+                r.shared.work.fetch_sub(1, Ordering::SeqCst);
+                match progress {
+                    Some(Progress::Open) => {
+                        self.park_if_idle();
+                        return None;
+                    }
+                    Some(Progress::Closed(c)) => return Some(self.broken(r, token, c)),
+                    None => {}
+                }
+            }
+        }
         let mut next = || -> Option<Msg> {
             let p = self.pipe.as_mut()?;
             loop {
@@ -1901,21 +1923,25 @@ impl Session {
         r.shared.work.fetch_sub(1, Ordering::SeqCst);
         match progress {
             Progress::Open => {
-                // All written, nothing queued, at most one message moved: output is idle, and a
-                // reply to input the socket reads itself may go out directly.
-                if let (Some(d), Some(e), Some(p), Some(_)) = (
-                    &self.direct,
-                    self.engine.as_ref(),
-                    self.pipe.as_ref(),
-                    self.rx.as_ref(),
-                ) {
-                    if self.last_moved <= 1 && e.direct_capable() && p.from_socket.is_idle() {
-                        d.park();
-                    }
-                }
+                self.park_if_idle();
                 None
             }
             Progress::Closed(c) => Some(self.broken(r, token, c)),
+        }
+    }
+
+    /// After a pass that wrote everything, found nothing queued and moved at most one message:
+    /// output is idle, and a reply to input the socket reads itself may go out directly.
+    fn park_if_idle(&self) {
+        if let (Some(d), Some(e), Some(p), Some(_)) = (
+            &self.direct,
+            self.engine.as_ref(),
+            self.pipe.as_ref(),
+            self.rx.as_ref(),
+        ) {
+            if self.last_moved <= 1 && e.direct_capable() && p.from_socket.is_idle() {
+                d.park();
+            }
         }
     }
 
