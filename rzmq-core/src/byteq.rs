@@ -268,6 +268,12 @@ impl ByteConsumer {
         c.total += n as u64;
     }
 
+    /// Published bytes not read yet.
+    pub fn backlog(&self) -> usize {
+        let c = self.side();
+        (self.inner.published.load(Ordering::Acquire) - c.total) as usize
+    }
+
     /// True when nothing published is left to read.
     pub fn is_empty(&self) -> bool {
         let c = self.side();

@@ -591,6 +591,27 @@ struct Session {
     alt_again: bool,
 }
 
+/// A framed-lane pass that moved this many messages is a stream (see [`framed_nap`]).
+const NAP_AFTER_MSGS: usize = 64;
+/// Most time one pass naps.
+const NAP_PER_PASS: std::time::Duration = std::time::Duration::from_micros(200);
+/// A nap is taken only while less than this waits in the lane.
+const NAP_BELOW_BYTES: usize = 32 * 1024;
+
+/// How long the I/O thread waits between writes of a stream on the framed lane
+/// (`RZMQ_FRAMED_NAP_US`, default 20 us; 0: never).
+fn framed_nap() -> std::time::Duration {
+    static NAP: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+    *NAP.get_or_init(|| {
+        let us = std::env::var("RZMQ_FRAMED_NAP_US")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(20)
+            .min(1000);
+        std::time::Duration::from_micros(us)
+    })
+}
+
 /// Whether direct sends are on: by default; `RZMQ_DIRECT=0` or [`crate::direct::set_enabled`]
 /// turns them off.
 fn direct_enabled() -> bool {
@@ -1888,8 +1909,24 @@ impl Session {
                 p.from_socket.request_framed();
                 r.shared.work.fetch_add(1, Ordering::SeqCst);
                 let pipe = &mut self.pipe;
+                let nap = framed_nap();
+                let mut napped = std::time::Duration::ZERO;
                 let progress = engine.on_writable_framed(&mut |budget, sink| {
-                    let n = pipe.as_mut()?.from_socket.read_framed(budget, sink)?;
+                    let reader = &mut pipe.as_mut()?.from_socket;
+                    // A stream (this pass already wrote a batch) with little waiting: let the
+                    // writer add to it before the next write, so writes and the peer's
+                    // wake-ups stay few (bounded per pass).
+                    if !nap.is_zero() && *moved >= NAP_AFTER_MSGS && napped < NAP_PER_PASS && {
+                        // Some but little waiting: the writer is still at it (nothing waiting:
+                        // the stream may have ended, go idle at once).
+                        let backlog = reader.framed_backlog();
+                        backlog > 0 && backlog < NAP_BELOW_BYTES
+                    } {
+                        let t = std::time::Instant::now();
+                        std::thread::sleep(nap);
+                        napped += t.elapsed();
+                    }
+                    let n = reader.read_framed(budget, sink)?;
                     *moved += n;
                     Some(n)
                 });

@@ -1,4 +1,4 @@
-//! The pipe's framed lane (off by default, `RZMQ_FRAMED=1`) end to end: with it on, the
+//! The pipe's framed lane (on by default, `RZMQ_FRAMED=0` turns it off) end to end: with it, the
 //! sending socket encodes small frames for the wire itself and the I/O thread copies the bytes
 //! out. What arrives must be exactly what was sent, in order, to an rzmq peer and to the
 //! reference libzmq alike (the lane's bytes are the wire's), for every frame size around the
