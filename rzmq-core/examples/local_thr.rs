@@ -42,6 +42,10 @@ pub fn main() {
     println!("message count: {count}");
     println!("mean throughput: {} [msg/s]", throughput as i64);
     println!("mean throughput: {megabits:.3} [Mb/s]");
+    if std::env::var_os("RZMQ_PERF_STATS").is_some() {
+        let (rx, back) = rzmq_core::direct::rx_stats();
+        eprintln!("direct receives {rx}, handed back {back}");
+    }
     drop(s);
     check(ctx.term(), "zmq_ctx_term");
 }

@@ -34,9 +34,16 @@
 //! limits) and returns the first message without any hand-off: one thread wake-up per
 //! message, as a blocking socket in plain TCP has. Whole data messages are kept in the pipe's
 //! reader (they follow everything queued before the claim and precede everything queued
-//! after); anything else (a command such as PING, a protocol error, the end of the stream, or
-//! more than 256 KiB at once, i.e. a stream rather than a reply) goes back to the I/O thread
-//! together with the decoder, so a frame cut between reads continues exactly where it stopped.
+//! after); anything else (a command such as PING, a protocol error, the end of the stream) goes
+//! back to the I/O thread together with the decoder, so a frame cut between reads continues
+//! exactly where it stopped.
+//!
+//! A receive that read more than one message (a stream, not a reply) *holds* the input when it
+//! returns: the socket reads the next turn (at most 64 KiB) itself as soon as the application
+//! has taken what the last one brought, so a stream costs no hand-off per batch and no I/O
+//! thread work at all. The I/O thread leaves readiness it sees meanwhile to the reader, and
+//! takes input back only when the reader has not come back within [`RX_HOLD_STALE`] (an
+//! application that stopped receiving), so the end of the stream or an error is still seen.
 //! After a direct receive, output idle since its last direct send is granted again, so the reply
 //! goes out directly too. Only a connection that is alone on its I/O thread is claimed: with
 //! others, input that arrived on them first could still be on its way through that thread, and
@@ -46,7 +53,8 @@
 //! [`spin_budget`] before it sleeps, while polling pays ([`Spin`]): on a virtual machine a
 //! wake-up costs more than the exchange itself.
 //!
-//! Receive states: `IO`, `OFFERED`, `READING` (the reader holds input), `MISSED` (as `READING`,
+//! Receive states: `IO`, `OFFERED`, `READING` (the reader holds input), `HELD` (between the
+//! receives of a stream), `HELD_MISSED`, `MISSED` (as `READING`,
 //! and the I/O thread saw a readiness event it left alone; the reader looks at the stream once
 //! more when it lets go), `DEAD`. A connection ending while the reader holds its input wakes the
 //! reader through its mailbox and waits for it to let go before the fd is closed.
@@ -206,6 +214,17 @@ static SENT: AtomicU64 = AtomicU64::new(0);
 static PARTIAL: AtomicU64 = AtomicU64::new(0);
 static RECEIVED: AtomicU64 = AtomicU64::new(0);
 static HANDED_BACK: AtomicU64 = AtomicU64::new(0);
+static HELD: AtomicU64 = AtomicU64::new(0);
+static TAKEN_BACK: AtomicU64 = AtomicU64::new(0);
+
+/// Receives after which the socket held a stream's input, and how many times the I/O thread
+/// took held input back from a socket that had stopped receiving (for tests and diagnostics).
+pub fn hold_stats() -> (u64, u64) {
+    (
+        HELD.load(Ordering::Relaxed),
+        TAKEN_BACK.load(Ordering::Relaxed),
+    )
+}
 
 /// Direct receives in this process that delivered messages, and how many times input went
 /// back to the I/O thread mid-receive (for tests and diagnostics).
@@ -567,9 +586,19 @@ const RX_READING: u8 = 2;
 const RX_MISSED: u8 = 3;
 /// The connection ended.
 const RX_DEAD: u8 = 4;
+/// A stream: the reader returned from its receive with messages it read still in its inbox,
+/// and reads on itself when they are gone ([`DirectRx::hold`]).
+const RX_HELD: u8 = 5;
+/// As `RX_HELD`, and the I/O thread saw a readiness event it left alone.
+const RX_HELD_MISSED: u8 = 6;
 
-/// Most bytes one direct receive decodes before it hands the stream back to the I/O thread.
-const RX_MAX_BYTES: usize = 256 * 1024;
+/// How long input stays held, with readiness waiting, by a reader that does not come back to
+/// read it (an application that stopped receiving) before the I/O thread takes it back.
+pub const RX_HOLD_STALE: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Most bytes one direct receive reads: a turn of a stream (the rest is read when the reader
+/// has taken these messages).
+const RX_MAX_BYTES: usize = 64 * 1024;
 
 /// What a direct read did.
 #[derive(Debug, PartialEq, Eq)]
@@ -578,10 +607,22 @@ pub enum Received {
     Nothing,
     /// Whole messages were decoded and input is still the reader's until [`DirectRx::release`].
     Messages,
-    /// Input went back to the I/O thread (a command, an error, the end of the stream, or more
-    /// data than one receive takes); the messages decoded before that point are still
-    /// delivered.
+    /// Input went back to the I/O thread (a command, an error, or the end of the stream); the
+    /// messages decoded before that point are still delivered.
     HandedBack,
+}
+
+/// What the I/O thread found when it looked at input held by a reader that may have stopped
+/// receiving ([`DirectRx::steal_if_stale`]).
+pub(crate) enum Stale {
+    /// The input is the I/O thread's again: read it, continuing with the decoder if one is
+    /// given (a frame was cut between the reader's reads).
+    Taken(Option<crate::zmtp::codec::Decoder>),
+    /// Readiness waits, and the reader came back since (the count of its claims now) or is
+    /// still in its receive: look again later.
+    Held(u64),
+    /// Input is not held any more.
+    Gone,
 }
 
 /// The decoders a direct receive uses and hands over.
@@ -620,6 +661,8 @@ pub struct DirectRx {
     /// lets the later one overtake (pyzmq's monitored-queue test depends on it: a subscription
     /// must take effect before the message that follows it on another connection is forwarded).
     io_streams: Arc<AtomicUsize>,
+    /// Times the reader took input (the I/O thread's measure of a reader still at work).
+    claims: AtomicU64,
 }
 
 impl DirectRx {
@@ -646,6 +689,7 @@ impl DirectRx {
             tx,
             io,
             io_streams,
+            claims: AtomicU64::new(0),
         }
     }
 
@@ -694,7 +738,21 @@ impl DirectRx {
                         return None;
                     }
                 }
-                RX_MISSED => return None,
+                RX_HELD => {
+                    if self
+                        .state
+                        .compare_exchange(
+                            RX_HELD,
+                            RX_HELD_MISSED,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_ok()
+                    {
+                        return None;
+                    }
+                }
+                RX_MISSED | RX_HELD_MISSED => return None,
                 _ => {
                     if self.handed.swap(false, Ordering::AcqRel) {
                         return Some(self.decoders().handed.take());
@@ -702,6 +760,43 @@ impl DirectRx {
                     return Some(None);
                 }
             }
+        }
+    }
+
+    /// I/O thread: the count of the reader's claims, to compare in
+    /// [`DirectRx::steal_if_stale`].
+    pub(crate) fn claims(&self) -> u64 {
+        self.claims.load(Ordering::Acquire)
+    }
+
+    /// I/O thread, a while after it left readiness to a reader holding input: takes input back
+    /// when readiness still waits and the reader has not read since `seen` (its claim count
+    /// then), so an application that stopped receiving does not leave the connection's end,
+    /// commands or errors unseen.
+    pub(crate) fn steal_if_stale(&self, seen: u64) -> Stale {
+        let now = self.claims.load(Ordering::Acquire);
+        match self.state.load(Ordering::Acquire) {
+            RX_HELD_MISSED if now == seen => {
+                if self
+                    .state
+                    .compare_exchange(RX_HELD_MISSED, RX_IO, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    // The reader came back just now.
+                    return Stale::Held(self.claims.load(Ordering::Acquire));
+                }
+                TAKEN_BACK.fetch_add(1, Ordering::Relaxed);
+                let mut d = self.decoders();
+                if d.spare.as_ref().is_some_and(|dec| !dec.is_clean()) {
+                    return Stale::Taken(d.spare.take());
+                }
+                Stale::Taken(None)
+            }
+            // Readiness left to the reader, which is still at work: look again later (a
+            // reader in its receive turns MISSED into HELD_MISSED when it returns holding).
+            RX_HELD_MISSED | RX_MISSED => Stale::Held(now),
+            // Nothing waits (the next readiness sets the timer again), or input is not held.
+            _ => Stale::Gone,
         }
     }
 
@@ -754,9 +849,68 @@ impl DirectRx {
         if self.io_streams.load(Ordering::SeqCst) != 1 {
             return false;
         }
-        self.state
+        if self
+            .state
             .compare_exchange(RX_OFFERED, RX_READING, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
+            || self.resume_held()
+        {
+            self.claims.fetch_add(1, Ordering::AcqRel);
+            return true;
+        }
+        false
+    }
+
+    /// Reader: takes back input it holds between receives; false when it holds none.
+    fn resume_held(&self) -> bool {
+        self.state
+            .compare_exchange(RX_HELD, RX_READING, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+            || self
+                .state
+                .compare_exchange(
+                    RX_HELD_MISSED,
+                    RX_MISSED,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+    }
+
+    /// Reader, whose inbox the application has emptied after a receive that held input
+    /// ([`DirectRx::hold`]): takes input back to read on (true), or lets it go when its
+    /// connection is no longer alone on its I/O thread (false; see [`DirectRx::release`]).
+    pub fn resume(&self) -> bool {
+        if !self.resume_held() {
+            return false;
+        }
+        self.claims.fetch_add(1, Ordering::AcqRel);
+        if self.io_streams.load(Ordering::SeqCst) != 1 {
+            self.release();
+            return false;
+        }
+        true
+    }
+
+    /// Reader, after a receive that left messages in its inbox (a stream, not one reply):
+    /// keeps input between receives, so the next read after the inbox is empty is its own
+    /// too and the stream does not bounce to the I/O thread; readiness the I/O thread sees
+    /// meanwhile is left to it (the I/O thread takes input back only when the reader does not
+    /// return within [`RX_HOLD_STALE`]). A frame cut between reads stays in the reader's
+    /// decoder.
+    pub fn hold(&self) {
+        HELD.fetch_add(1, Ordering::Relaxed);
+        let _ = self
+            .state
+            .compare_exchange(RX_READING, RX_HELD, Ordering::AcqRel, Ordering::Acquire)
+            .or_else(|_| {
+                self.state.compare_exchange(
+                    RX_MISSED,
+                    RX_HELD_MISSED,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+            });
     }
 
     /// Reader, holding input, when the stream's fd is readable: reads and decodes, appending
@@ -815,7 +969,9 @@ impl DirectRx {
                             partial.push((flags, m));
                         } else {
                             // A whole message: its earlier frames (if any), then this one.
-                            out.extend(partial.drain(..).map(|(_, m)| m));
+                            if !partial.is_empty() {
+                                out.extend(partial.drain(..).map(|(_, m)| m));
+                            }
                             out.push_back(m);
                         }
                     }
@@ -840,8 +996,9 @@ impl DirectRx {
                 continue;
             }
             if total >= RX_MAX_BYTES {
-                // A stream, not a reply: the I/O thread's batching takes over.
-                break true;
+                // A stream, not a reply: a turn's worth; the reader holds input and reads on
+                // when it has taken these.
+                break false;
             }
         };
         // Frames of a message not complete yet are decoded again later.

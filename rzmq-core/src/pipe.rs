@@ -194,6 +194,7 @@ pub fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
             inbox: std::collections::VecDeque::new(),
             rx: None,
             rx_gen: 0,
+            rx_held: false,
             bq: bytes_r,
             framed_req: false,
             framed_active: false,
@@ -634,6 +635,9 @@ pub struct Reader {
     /// The connection input last read from `Shared::rx`, as of `rx_gen`.
     rx: Option<Arc<DirectRx>>,
     rx_gen: u64,
+    /// The owner holds `rx` between receives of a stream: a read that finds the inbox empty
+    /// reads the connection's next turn itself (see [`crate::direct::DirectRx::hold`]).
+    rx_held: bool,
     /// The framed lane's reading end.
     bq: byteq::ByteConsumer,
     /// This reader asked for the framed lane ([`Reader::request_framed`]).
@@ -740,6 +744,11 @@ impl Reader {
                 self.in_multipart = m.more();
                 return Some(m);
             }
+            if self.rx_held {
+                if let Some(m) = self.read_on() {
+                    return Some(m);
+                }
+            }
         }
         let m = match self.pop_frame() {
             Some(m) => m,
@@ -843,9 +852,15 @@ impl Reader {
         }
         self.shared.reader_idle.store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        if self.queue_empty()
-            && (self.framed_active || self.shared.framed_from.load(Ordering::SeqCst) == u64::MAX)
-        {
+        // Inline frames reach the lane without a queue item: an active lane is idle only when
+        // nothing published waits in it either (the writer publishes, then looks for an idle
+        // reader; this side marks itself idle, then looks at what was published).
+        let lane_idle = if self.framed_active {
+            self.bq.is_empty()
+        } else {
+            self.shared.framed_from.load(Ordering::SeqCst) == u64::MAX
+        };
+        if self.queue_empty() && lane_idle {
             return false;
         }
         self.shared.reader_idle.store(false, Ordering::SeqCst);
@@ -1018,6 +1033,46 @@ impl Reader {
             self.rx_gen = gen;
         }
         self.rx.as_ref()
+    }
+
+    /// The owner holds the connection's input between receives of a stream (it called
+    /// [`crate::direct::DirectRx::hold`]): reads that empty the inbox read on from the
+    /// connection. `false`: the owner took held input into a receive of its own.
+    pub fn set_input_held(&mut self, held: bool) {
+        self.rx_held = held && self.rx.is_some();
+    }
+
+    /// Gives held input back to the I/O thread (see [`crate::direct::DirectRx::release`]).
+    pub fn let_go_input(&mut self) {
+        if std::mem::take(&mut self.rx_held) {
+            if let Some(rx) = &self.rx {
+                if rx.resume() {
+                    rx.release();
+                }
+            }
+        }
+    }
+
+    /// The inbox is empty and the owner holds the connection's input: reads and decodes what
+    /// arrived since, keeping input held (even when nothing came: the owner's blocking receive
+    /// waits on the stream itself; anything else lets it go first).
+    fn read_on(&mut self) -> Option<Msg> {
+        use crate::direct::Received;
+        self.rx_held = false;
+        let rx = self.rx.clone()?;
+        if !rx.resume() {
+            return None;
+        }
+        match rx.receive(&mut self.inbox) {
+            Received::Messages | Received::Nothing => {
+                rx.hold();
+                self.rx_held = true;
+            }
+            Received::HandedBack => {}
+        }
+        let m = self.inbox.pop_front()?;
+        self.in_multipart = m.more();
+        Some(m)
     }
 
     /// Where the owner puts frames of whole messages it read from the connection itself, while

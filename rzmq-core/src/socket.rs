@@ -207,6 +207,9 @@ pub struct Socket {
     closed: bool,
     /// Busy-polling before a direct receive sleeps (see [`crate::direct::spin_budget`]).
     spin: crate::direct::Spin,
+    /// The pipe whose connection input this socket holds between receives of a stream, read
+    /// on when the application has emptied its inbox (see [`crate::direct::DirectRx::hold`]).
+    held_rx: Option<PipeId>,
 }
 
 impl std::fmt::Debug for Socket {
@@ -248,6 +251,7 @@ impl Socket {
             monitor: Monitor::new(),
             closed: false,
             spin: crate::direct::Spin::default(),
+            held_rx: None,
         })
     }
 
@@ -475,6 +479,7 @@ impl Socket {
         }
         self.reap_finished();
         if flags & DONTWAIT != 0 || self.options.rcvtimeo == 0 {
+            self.let_go_held();
             return Err(Error::Again);
         }
         let deadline = deadline_for(self.options.rcvtimeo);
@@ -510,6 +515,9 @@ impl Socket {
         if !rx.claim() {
             return None;
         }
+        // Held input (if any) is this receive's now.
+        reader.set_input_held(false);
+        self.held_rx = None;
         if reader.has_msg() {
             // Delivered before the offer: the pipe's activation is on its way.
             rx.release();
@@ -581,7 +589,14 @@ impl Socket {
                 let step = rx.receive(inbox);
                 let got = inbox.len() > before;
                 if step == Received::Messages {
-                    rx.release();
+                    if inbox.len() > 1 {
+                        // A stream: read its next turn here too (see Socket::read_on).
+                        rx.hold();
+                        e.reader.set_input_held(true);
+                        self.held_rx = Some(id);
+                    } else {
+                        rx.release();
+                    }
                 }
                 if step != Received::Nothing {
                     if got {
@@ -611,6 +626,16 @@ impl Socket {
         m
     }
 
+    /// Gives held input back (see [`crate::direct::DirectRx::release`]) before the socket
+    /// reports readiness or returns `EAGAIN`: only a blocking receive reads the stream itself.
+    fn let_go_held(&mut self) {
+        if let Some(id) = self.held_rx.take() {
+            if let Some(e) = self.pipes.get_mut(id) {
+                e.reader.let_go_input();
+            }
+        }
+    }
+
     /// Receives one frame as bytes.
     pub fn recv_bytes(&mut self, flags: i32) -> Result<Vec<u8>> {
         self.recv_msg(flags).map(|m| m.data().to_vec())
@@ -633,6 +658,7 @@ impl Socket {
     /// `ZMQ_EVENTS`: POLLIN and/or POLLOUT, after processing pending commands.
     pub fn events(&mut self) -> Result<i16> {
         self.check_alive()?;
+        self.let_go_held();
         self.process_commands()?;
         let mut ev = 0;
         if self.pattern.has_in(&mut self.pipes) {

@@ -479,6 +479,7 @@ pub(crate) fn connect(
         zap: None,
         direct: None,
         rx: None,
+        held_seen: None,
         counted: false,
         last_moved: 0,
         alt_again: false,
@@ -584,6 +585,9 @@ struct Session {
     last_moved: usize,
     /// The connection's input as shared with the pipe's reader (see [`crate::direct`]).
     rx: Option<Arc<DirectRx>>,
+    /// Readiness was left to a reader holding input between receives: the reader's claim
+    /// count then, checked by a timer (see [`DirectRx::steal_if_stale`]).
+    held_seen: Option<u64>,
     /// The engine's stream is counted in its I/O thread's `IoShared::streams`.
     counted: bool,
     /// `on_alt` stopped at its budget with the path's completion channel possibly unarmed: the
@@ -707,6 +711,31 @@ impl Session {
             }
         };
         rx.offer();
+    }
+
+    /// The timer set when readiness was left to a reader holding input: takes the input back
+    /// and reads it when the reader has not read since (`seen` claims), looks again later while
+    /// it is still at work.
+    fn check_held(&mut self, r: &mut Reactor, token: u64, seen: u64) -> Option<Fate> {
+        use crate::direct::Stale;
+        let rx = self.rx.clone()?;
+        match rx.steal_if_stale(seen) {
+            Stale::Taken(dec) => {
+                if let Some(dec) = dec {
+                    if let Some(old) = self.engine.as_mut().and_then(|e| e.swap_input_decoder(dec))
+                    {
+                        rx.keep_spare(old);
+                    }
+                }
+                self.pump_in(r, token, false)
+            }
+            Stale::Held(now) => {
+                self.held_seen = Some(now);
+                r.schedule(Instant::now() + crate::direct::RX_HOLD_STALE, token);
+                None
+            }
+            Stale::Gone => None,
+        }
     }
 
     /// Takes the connection's input back from the pipe's reader before reading; false while
@@ -1072,6 +1101,7 @@ impl Reactor {
                         zap: None,
                         direct: None,
                         rx: None,
+                        held_seen: None,
                         counted: false,
                         last_moved: 0,
                         alt_again: false,
@@ -1493,6 +1523,11 @@ impl Session {
     }
 
     fn on_timer(&mut self, r: &mut Reactor, token: u64, now: Instant) -> Fate {
+        if let Some(seen) = self.held_seen.take() {
+            if let Some(f) = self.check_held(r, token, seen) {
+                return f;
+            }
+        }
         if let Some(ci) = self.connect.as_mut() {
             if ci.retry_at.is_some_and(|t| t <= now)
                 && self.engine.is_none()
@@ -1744,7 +1779,15 @@ impl Session {
         // application woken by it sends its next request itself, without waiting for this turn
         // to end. Streams of sends with nothing coming back keep the I/O thread's batching.
         if !self.rx_reclaim() {
-            // The socket is reading the stream itself; it looks again when it lets go.
+            // The socket is reading the stream itself; it looks again when it lets go, or,
+            // holding input between receives, when it has taken what it read. A reader that
+            // does not come back is checked on by a timer.
+            if self.held_seen.is_none() {
+                if let Some(rx) = self.rx.as_ref() {
+                    self.held_seen = Some(rx.claims());
+                    r.schedule(Instant::now() + crate::direct::RX_HOLD_STALE, token);
+                }
+            }
             return None;
         }
         self.direct_grant(r);

@@ -267,6 +267,81 @@ fn spin_deadline_scenario() {
     rzmq_core::direct::set_spin_us(rzmq_core::direct::DEFAULT_SPIN_US);
 }
 
+/// A stream read by the socket itself: a burst the blocked socket reads directly leaves it
+/// holding the connection's input between receives; an application that then stops receiving
+/// does not keep what arrives after from the I/O thread, and everything comes out in order,
+/// what the socket read first before what the I/O thread read later.
+fn held_stream_scenario() {
+    let ctx = Context::new();
+    let mut pull = sock(&ctx, SocketType::Pull, 3000);
+    pull.bind("tcp://127.0.0.1:*").unwrap();
+    let port: u16 = pull
+        .last_endpoint()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut peer = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    peer.set_nodelay(true).unwrap();
+    let drain = {
+        let mut r = peer.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while matches!(r.read(&mut buf), Ok(n) if n > 0) {}
+        })
+    };
+    let mut hello = zmtp_greeting(b"NULL");
+    hello.extend_from_slice(&ready(b"PUSH"));
+    hello.extend_from_slice(&short_frame(false, b"first"));
+    peer.write_all(&hello).unwrap();
+    assert_eq!(recv_all(&mut pull), vec![b"first".to_vec()]);
+    let body = |i: u32| format!("m{i}").into_bytes();
+    // A burst written while the socket waits in its next receive: read there, in turns.
+    let (held0, taken0) = rzmq_core::direct::hold_stats();
+    let writer = {
+        let mut w = peer.try_clone().unwrap();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            let burst: Vec<u8> = (0..3000)
+                .flat_map(|i| short_frame(false, &body(i)))
+                .collect();
+            w.write_all(&burst).unwrap();
+        })
+    };
+    for i in 0..10 {
+        assert_eq!(recv_all(&mut pull), vec![body(i)]);
+    }
+    writer.join().unwrap();
+    assert!(
+        rzmq_core::direct::hold_stats().0 > held0,
+        "the burst was not read by the socket itself"
+    );
+    // The application stops receiving; more arrives; the I/O thread takes the input back.
+    let more: Vec<u8> = (3000..3100)
+        .flat_map(|i| short_frame(false, &body(i)))
+        .collect();
+    peer.write_all(&more).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_millis(u64::from(TIMEOUT_MS as u32));
+    while rzmq_core::direct::hold_stats().1 == taken0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "held input was never taken back"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_ne!(pull.events().unwrap() & rzmq_core::socket::POLLIN, 0);
+    for i in 10..3100 {
+        assert_eq!(
+            recv_all(&mut pull),
+            vec![body(i)],
+            "message {i} out of order"
+        );
+    }
+    peer.shutdown(std::net::Shutdown::Both).unwrap();
+    drain.join().unwrap();
+}
+
 #[test]
 fn direct_receives_deliver_whole_messages_in_order() {
     // Polling before sleeping off: every reply is read after a sleep.
@@ -310,4 +385,5 @@ fn direct_receives_deliver_whole_messages_in_order() {
         "no direct send of a 9 MiB message was cut by the kernel"
     );
     shutdown_scenario();
+    held_stream_scenario();
 }
