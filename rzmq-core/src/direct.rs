@@ -217,7 +217,8 @@ static HANDED_BACK: AtomicU64 = AtomicU64::new(0);
 static HELD: AtomicU64 = AtomicU64::new(0);
 static TAKEN_BACK: AtomicU64 = AtomicU64::new(0);
 
-/// Receives after which the socket held a stream's input, and how many times the I/O thread
+/// Receives that delivered messages after which the socket held a stream's input, and how
+/// many times the I/O thread
 /// took held input back from a socket that had stopped receiving (for tests and diagnostics).
 pub fn hold_stats() -> (u64, u64) {
     (
@@ -596,6 +597,20 @@ const RX_HELD_MISSED: u8 = 6;
 /// read it (an application that stopped receiving) before the I/O thread takes it back.
 pub const RX_HOLD_STALE: std::time::Duration = std::time::Duration::from_millis(2);
 
+/// The current [`RX_HOLD_STALE`], in microseconds (changed by tests).
+static HOLD_STALE_US: AtomicU64 = AtomicU64::new(2_000);
+
+/// How long held input may wait on a reader that does not come back (see [`RX_HOLD_STALE`]).
+pub fn hold_stale() -> std::time::Duration {
+    std::time::Duration::from_micros(HOLD_STALE_US.load(Ordering::Relaxed))
+}
+
+/// Changes [`hold_stale`] for this process (tests: a long one leaves held input to the
+/// reader and shows what it does when it lets go).
+pub fn set_hold_stale(d: std::time::Duration) {
+    HOLD_STALE_US.store(d.as_micros() as u64, Ordering::Relaxed);
+}
+
 /// Most bytes one direct receive reads: a turn of a stream (the rest is read when the reader
 /// has taken these messages).
 const RX_MAX_BYTES: usize = 64 * 1024;
@@ -663,6 +678,9 @@ pub struct DirectRx {
     io_streams: Arc<AtomicUsize>,
     /// Times the reader took input (the I/O thread's measure of a reader still at work).
     claims: AtomicU64,
+    /// The I/O thread stopped listening for the stream's readiness while the reader holds
+    /// input ([`DirectRx::set_deaf`]): a reader that lets input go wakes it.
+    io_deaf: std::sync::atomic::AtomicBool,
 }
 
 impl DirectRx {
@@ -690,6 +708,7 @@ impl DirectRx {
             io,
             io_streams,
             claims: AtomicU64::new(0),
+            io_deaf: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -763,6 +782,44 @@ impl DirectRx {
         }
     }
 
+    /// I/O thread: true while a reader holds input between receives.
+    pub(crate) fn is_held(&self) -> bool {
+        matches!(self.state.load(Ordering::SeqCst), RX_HELD | RX_HELD_MISSED)
+    }
+
+    /// I/O thread: true while input is the reader's (in a receive or between receives).
+    pub(crate) fn holds_input(&self) -> bool {
+        matches!(
+            self.state.load(Ordering::SeqCst),
+            RX_HELD | RX_HELD_MISSED | RX_READING | RX_MISSED
+        )
+    }
+
+    /// I/O thread, having stopped listening for the stream's readiness while the reader holds
+    /// input (a stream's every arrival would wake it for nothing): true when the reader still
+    /// holds it, so it will wake the I/O thread when it lets go; false when it already let go
+    /// (listen again now).
+    pub(crate) fn set_deaf(&self) -> bool {
+        self.io_deaf.store(true, Ordering::SeqCst);
+        if self.holds_input() {
+            return true;
+        }
+        self.io_deaf.store(false, Ordering::SeqCst);
+        false
+    }
+
+    /// I/O thread: listening again.
+    pub(crate) fn set_hearing(&self) {
+        self.io_deaf.store(false, Ordering::SeqCst);
+    }
+
+    /// Reader, having let input go: wakes an I/O thread that stopped listening meanwhile.
+    fn wake_if_deaf(&self) {
+        if self.io_deaf.load(Ordering::SeqCst) && self.io_deaf.swap(false, Ordering::SeqCst) {
+            self.io.notify.activate_write(self.io.token);
+        }
+    }
+
     /// I/O thread: the count of the reader's claims, to compare in
     /// [`DirectRx::steal_if_stale`].
     pub(crate) fn claims(&self) -> u64 {
@@ -773,13 +830,16 @@ impl DirectRx {
     /// when readiness still waits and the reader has not read since `seen` (its claim count
     /// then), so an application that stopped receiving does not leave the connection's end,
     /// commands or errors unseen.
-    pub(crate) fn steal_if_stale(&self, seen: u64) -> Stale {
+    /// A deaf I/O thread (see [`DirectRx::set_deaf`]) sees no readiness, so it takes held
+    /// input back whenever the reader has not read since.
+    pub(crate) fn steal_if_stale(&self, seen: u64, deaf: bool) -> Stale {
         let now = self.claims.load(Ordering::Acquire);
-        match self.state.load(Ordering::Acquire) {
-            RX_HELD_MISSED if now == seen => {
+        let state = self.state.load(Ordering::Acquire);
+        match state {
+            RX_HELD_MISSED | RX_HELD if now == seen && (deaf || state == RX_HELD_MISSED) => {
                 if self
                     .state
-                    .compare_exchange(RX_HELD_MISSED, RX_IO, Ordering::AcqRel, Ordering::Acquire)
+                    .compare_exchange(state, RX_IO, Ordering::AcqRel, Ordering::Acquire)
                     .is_err()
                 {
                     // The reader came back just now.
@@ -795,6 +855,7 @@ impl DirectRx {
             // Readiness left to the reader, which is still at work: look again later (a
             // reader in its receive turns MISSED into HELD_MISSED when it returns holding).
             RX_HELD_MISSED | RX_MISSED => Stale::Held(now),
+            RX_HELD if deaf => Stale::Held(now),
             // Nothing waits (the next readiness sets the timer again), or input is not held.
             _ => Stale::Gone,
         }
@@ -897,9 +958,12 @@ impl DirectRx {
     /// too and the stream does not bounce to the I/O thread; readiness the I/O thread sees
     /// meanwhile is left to it (the I/O thread takes input back only when the reader does not
     /// return within [`RX_HOLD_STALE`]). A frame cut between reads stays in the reader's
-    /// decoder.
-    pub fn hold(&self) {
-        HELD.fetch_add(1, Ordering::Relaxed);
+    /// decoder. `read_messages`: the receive that precedes the hold delivered messages
+    /// (counted in [`hold_stats`]).
+    pub fn hold(&self, read_messages: bool) {
+        if read_messages {
+            HELD.fetch_add(1, Ordering::Relaxed);
+        }
         let _ = self
             .state
             .compare_exchange(RX_READING, RX_HELD, Ordering::AcqRel, Ordering::Acquire)
@@ -1035,7 +1099,8 @@ impl DirectRx {
             }
         }
         self.handed.store(true, Ordering::Release);
-        self.state.store(RX_IO, Ordering::Release);
+        self.state.store(RX_IO, Ordering::SeqCst);
+        self.io_deaf.store(false, Ordering::SeqCst);
         self.io.notify.activate_write(self.io.token);
     }
 
@@ -1060,11 +1125,12 @@ impl DirectRx {
                         .compare_exchange(
                             RX_READING,
                             RX_OFFERED,
-                            Ordering::AcqRel,
+                            Ordering::SeqCst,
                             Ordering::Acquire,
                         )
                         .is_ok()
                     {
+                        self.wake_if_deaf();
                         return;
                     }
                 }

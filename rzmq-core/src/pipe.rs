@@ -1064,8 +1064,8 @@ impl Reader {
             return None;
         }
         match rx.receive(&mut self.inbox) {
-            Received::Messages | Received::Nothing => {
-                rx.hold();
+            step @ (Received::Messages | Received::Nothing) => {
+                rx.hold(step == Received::Messages);
                 self.rx_held = true;
             }
             Received::HandedBack => {}

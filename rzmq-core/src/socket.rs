@@ -207,8 +207,9 @@ pub struct Socket {
     closed: bool,
     /// Busy-polling before a direct receive sleeps (see [`crate::direct::spin_budget`]).
     spin: crate::direct::Spin,
-    /// The pipe whose connection input this socket holds between receives of a stream, read
-    /// on when the application has emptied its inbox (see [`crate::direct::DirectRx::hold`]).
+    /// The pipe whose connection input this socket last took for a direct receive: its reader
+    /// may hold that input between receives of a stream, read on when the application has
+    /// emptied its inbox (see [`crate::direct::DirectRx::hold`]).
     held_rx: Option<PipeId>,
 }
 
@@ -515,9 +516,9 @@ impl Socket {
         if !rx.claim() {
             return None;
         }
-        // Held input (if any) is this receive's now.
+        // Held input (if any) is this receive's now; the pipe's reader may hold it again.
         reader.set_input_held(false);
-        self.held_rx = None;
+        self.held_rx = Some(id);
         if reader.has_msg() {
             // Delivered before the offer: the pipe's activation is on its way.
             rx.release();
@@ -591,9 +592,8 @@ impl Socket {
                 if step == Received::Messages {
                     if inbox.len() > 1 {
                         // A stream: read its next turn here too (see Socket::read_on).
-                        rx.hold();
+                        rx.hold(true);
                         e.reader.set_input_held(true);
-                        self.held_rx = Some(id);
                     } else {
                         rx.release();
                     }
@@ -629,9 +629,10 @@ impl Socket {
     /// Gives held input back (see [`crate::direct::DirectRx::release`]) before the socket
     /// reports readiness or returns `EAGAIN`: only a blocking receive reads the stream itself.
     fn let_go_held(&mut self) {
-        if let Some(id) = self.held_rx.take() {
-            if let Some(e) = self.pipes.get_mut(id) {
-                e.reader.let_go_input();
+        if let Some(id) = self.held_rx {
+            match self.pipes.get_mut(id) {
+                Some(e) => e.reader.let_go_input(),
+                None => self.held_rx = None,
             }
         }
     }

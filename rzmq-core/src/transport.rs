@@ -480,6 +480,7 @@ pub(crate) fn connect(
         direct: None,
         rx: None,
         held_seen: None,
+        deaf: false,
         counted: false,
         last_moved: 0,
         alt_again: false,
@@ -588,6 +589,9 @@ struct Session {
     /// Readiness was left to a reader holding input between receives: the reader's claim
     /// count then, checked by a timer (see [`DirectRx::steal_if_stale`]).
     held_seen: Option<u64>,
+    /// The stream is registered without read interest while the reader holds its input (see
+    /// [`DirectRx::set_deaf`]).
+    deaf: bool,
     /// The engine's stream is counted in its I/O thread's `IoShared::streams`.
     counted: bool,
     /// `on_alt` stopped at its budget with the path's completion channel possibly unarmed: the
@@ -713,14 +717,53 @@ impl Session {
         rx.offer();
     }
 
+    /// Stops listening for the stream's readiness (writes are still heard) while the reader
+    /// holds its input.
+    fn go_deaf(&mut self, r: &mut Reactor, token: u64) {
+        let (Some(e), Some(rx)) = (self.engine.as_mut(), self.rx.as_ref()) else {
+            return;
+        };
+        if r.poll
+            .registry()
+            .reregister(e.stream.source(), Token(token as usize), Interest::WRITABLE)
+            .is_err()
+        {
+            return;
+        }
+        self.deaf = true;
+        if !rx.set_deaf() {
+            // The reader let go meanwhile.
+            self.hear(r, token);
+        }
+    }
+
+    /// Listens for the stream's readiness again; a stream readable now reports it at once.
+    fn hear(&mut self, r: &mut Reactor, token: u64) {
+        if !self.deaf {
+            return;
+        }
+        self.deaf = false;
+        if let Some(rx) = self.rx.as_ref() {
+            rx.set_hearing();
+        }
+        if let Some(e) = self.engine.as_mut() {
+            let _ = r.poll.registry().reregister(
+                e.stream.source(),
+                Token(token as usize),
+                Interest::READABLE | Interest::WRITABLE,
+            );
+        }
+    }
+
     /// The timer set when readiness was left to a reader holding input: takes the input back
     /// and reads it when the reader has not read since (`seen` claims), looks again later while
     /// it is still at work.
     fn check_held(&mut self, r: &mut Reactor, token: u64, seen: u64) -> Option<Fate> {
         use crate::direct::Stale;
         let rx = self.rx.clone()?;
-        match rx.steal_if_stale(seen) {
+        match rx.steal_if_stale(seen, self.deaf) {
             Stale::Taken(dec) => {
+                self.hear(r, token);
                 if let Some(dec) = dec {
                     if let Some(old) = self.engine.as_mut().and_then(|e| e.swap_input_decoder(dec))
                     {
@@ -731,10 +774,15 @@ impl Session {
             }
             Stale::Held(now) => {
                 self.held_seen = Some(now);
-                r.schedule(Instant::now() + crate::direct::RX_HOLD_STALE, token);
+                r.schedule(Instant::now() + crate::direct::hold_stale(), token);
                 None
             }
-            Stale::Gone => None,
+            // Not held (a reader in its receive meets readiness itself, and marks what the I/O
+            // thread hears for when it holds input again).
+            Stale::Gone => {
+                self.hear(r, token);
+                None
+            }
         }
     }
 
@@ -1102,6 +1150,7 @@ impl Reactor {
                         direct: None,
                         rx: None,
                         held_seen: None,
+                        deaf: false,
                         counted: false,
                         last_moved: 0,
                         alt_again: false,
@@ -1335,6 +1384,7 @@ impl Session {
             return self.broken(r, token, Closed::Local);
         }
         self.registered = true;
+        self.deaf = false;
         if !self.counted {
             self.counted = true;
             r.shared.streams.fetch_add(1, Ordering::SeqCst);
@@ -1722,6 +1772,10 @@ impl Session {
                 return f;
             }
         }
+        if self.deaf && self.rx.as_ref().is_none_or(|x| !x.holds_input()) {
+            // The reader let input go (or handed it back): listen to the stream again.
+            self.hear(r, token);
+        }
         if let Some(e) = self.engine.as_ref() {
             // Reading resumes only where it had stopped for the socket's pipe; otherwise the
             // stream's own readiness drives reads (no speculative read per outgoing message).
@@ -1785,8 +1839,13 @@ impl Session {
             if self.held_seen.is_none() {
                 if let Some(rx) = self.rx.as_ref() {
                     self.held_seen = Some(rx.claims());
-                    r.schedule(Instant::now() + crate::direct::RX_HOLD_STALE, token);
+                    r.schedule(Instant::now() + crate::direct::hold_stale(), token);
                 }
+            }
+            // Held between receives: every arrival of the stream would wake this thread for
+            // nothing; stop listening until the reader lets go (or the timer takes it back).
+            if !self.deaf && self.rx.as_ref().is_some_and(|x| x.is_held()) {
+                self.go_deaf(r, token);
             }
             return None;
         }

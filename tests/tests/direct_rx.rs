@@ -267,6 +267,49 @@ fn spin_deadline_scenario() {
     rzmq_core::direct::set_spin_us(rzmq_core::direct::DEFAULT_SPIN_US);
 }
 
+/// Writes bursts of `n` short frames (bodies `body(i)`, numbered on from `*next`) 50 ms after
+/// the socket starts waiting in a receive and takes the first ten of each, until a burst was
+/// read by the socket itself and held (whether the socket or its I/O thread reads a burst
+/// depends on which gets there first: input is offered only once the I/O thread is idle; a
+/// burst that was not held is received whole and the next one tried). Returns with the held
+/// burst's frames after its first ten still to receive, `*next` numbering the first of them;
+/// the result is the number after its last.
+fn held_burst(
+    pull: &mut Socket,
+    peer: &TcpStream,
+    next: &mut u32,
+    n: u32,
+    body: &dyn Fn(u32) -> Vec<u8>,
+) -> u32 {
+    for _ in 0..50 {
+        let (held0, _) = rzmq_core::direct::hold_stats();
+        let bytes: Vec<u8> = (*next..*next + n)
+            .flat_map(|i| short_frame(false, &body(i)))
+            .collect();
+        let writer = {
+            let mut w = peer.try_clone().unwrap();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                w.write_all(&bytes).unwrap();
+            })
+        };
+        for i in *next..*next + 10 {
+            assert_eq!(recv_all(pull), vec![body(i)]);
+        }
+        writer.join().unwrap();
+        let end = *next + n;
+        *next += 10;
+        if rzmq_core::direct::hold_stats().0 > held0 {
+            return end;
+        }
+        for i in *next..end {
+            assert_eq!(recv_all(pull), vec![body(i)]);
+        }
+        *next = end;
+    }
+    panic!("no burst was read by the socket itself");
+}
+
 /// A stream read by the socket itself: a burst the blocked socket reads directly leaves it
 /// holding the connection's input between receives; an application that then stops receiving
 /// does not keep what arrives after from the I/O thread, and everything comes out in order,
@@ -298,27 +341,11 @@ fn held_stream_scenario() {
     assert_eq!(recv_all(&mut pull), vec![b"first".to_vec()]);
     let body = |i: u32| format!("m{i}").into_bytes();
     // A burst written while the socket waits in its next receive: read there, in turns.
-    let (held0, taken0) = rzmq_core::direct::hold_stats();
-    let writer = {
-        let mut w = peer.try_clone().unwrap();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(100));
-            let burst: Vec<u8> = (0..3000)
-                .flat_map(|i| short_frame(false, &body(i)))
-                .collect();
-            w.write_all(&burst).unwrap();
-        })
-    };
-    for i in 0..10 {
-        assert_eq!(recv_all(&mut pull), vec![body(i)]);
-    }
-    writer.join().unwrap();
-    assert!(
-        rzmq_core::direct::hold_stats().0 > held0,
-        "the burst was not read by the socket itself"
-    );
+    let mut next = 0;
+    let end = held_burst(&mut pull, &peer, &mut next, 3000, &body);
+    let (_, taken0) = rzmq_core::direct::hold_stats();
     // The application stops receiving; more arrives; the I/O thread takes the input back.
-    let more: Vec<u8> = (3000..3100)
+    let more: Vec<u8> = (end..end + 100)
         .flat_map(|i| short_frame(false, &body(i)))
         .collect();
     peer.write_all(&more).unwrap();
@@ -331,13 +358,108 @@ fn held_stream_scenario() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_ne!(pull.events().unwrap() & rzmq_core::socket::POLLIN, 0);
-    for i in 10..3100 {
+    for i in next..end + 100 {
         assert_eq!(
             recv_all(&mut pull),
             vec![body(i)],
             "message {i} out of order"
         );
     }
+    peer.shutdown(std::net::Shutdown::Both).unwrap();
+    drain.join().unwrap();
+}
+
+/// Polls `events()` until it reports input, failing after `TIMEOUT_MS`.
+fn wait_pollin(s: &mut Socket, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_millis(3000);
+    while s.events().unwrap() & rzmq_core::socket::POLLIN == 0 {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// While a socket holds a stream's input, its I/O thread stops listening to the stream; when
+/// the socket lets go (here: it polls instead of receiving), the I/O thread must read again,
+/// whether bytes already wait or arrive only later. The stale timer is set far beyond the
+/// test's patience, so only letting go can bring input back.
+fn deaf_io_thread_scenario() {
+    rzmq_core::direct::set_hold_stale(Duration::from_secs(30));
+    let ctx = Context::new();
+    let mut pull = sock(&ctx, SocketType::Pull, 3000);
+    pull.bind("tcp://127.0.0.1:*").unwrap();
+    let port: u16 = pull
+        .last_endpoint()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut peer = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    peer.set_nodelay(true).unwrap();
+    let drain = {
+        let mut r = peer.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while matches!(r.read(&mut buf), Ok(n) if n > 0) {}
+        })
+    };
+    let mut hello = zmtp_greeting(b"NULL");
+    hello.extend_from_slice(&ready(b"PUSH"));
+    hello.extend_from_slice(&short_frame(false, b"first"));
+    peer.write_all(&hello).unwrap();
+    assert_eq!(recv_all(&mut pull), vec![b"first".to_vec()]);
+    let body = |i: u32| format!("d{i}").into_bytes();
+    let burst = |from: u32, to: u32| -> Vec<u8> {
+        (from..to)
+            .flat_map(|i| short_frame(false, &body(i)))
+            .collect()
+    };
+    let mut next = 0u32;
+    // Leaves the socket holding input with its I/O thread deaf: a burst the blocked socket
+    // reads itself, ten messages taken, then a second burst arriving while the application is
+    // away (the I/O thread sees it arrive while input is held, and stops listening), and both
+    // bursts received to the end.
+    let mut feed = peer.try_clone().unwrap();
+    let spare = peer.try_clone().unwrap();
+    let mut make_deaf = |pull: &mut Socket, next: &mut u32| {
+        let end = held_burst(pull, &spare, next, 2000, &body);
+        feed.write_all(&burst(end, end + 2000)).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        for i in *next..end + 2000 {
+            assert_eq!(recv_all(pull), vec![body(i)]);
+        }
+        *next = end + 2000;
+    };
+    // Bytes already waiting when the socket lets go (here: it polls).
+    make_deaf(&mut pull, &mut next);
+    peer.write_all(&burst(next, next + 100)).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    wait_pollin(
+        &mut pull,
+        "input waiting when the socket let go was never read",
+    );
+    for i in next..next + 100 {
+        assert_eq!(
+            pull.recv_multipart(rzmq_core::DONTWAIT).unwrap()[0].data(),
+            &body(i)[..]
+        );
+    }
+    next += 100;
+    // Bytes arriving only after the socket let go.
+    make_deaf(&mut pull, &mut next);
+    assert_eq!(pull.events().unwrap() & rzmq_core::socket::POLLIN, 0);
+    peer.write_all(&burst(next, next + 10)).unwrap();
+    wait_pollin(
+        &mut pull,
+        "input arriving after the socket let go was never read",
+    );
+    for i in next..next + 10 {
+        assert_eq!(
+            pull.recv_multipart(rzmq_core::DONTWAIT).unwrap()[0].data(),
+            &body(i)[..]
+        );
+    }
+    rzmq_core::direct::set_hold_stale(rzmq_core::direct::RX_HOLD_STALE);
     peer.shutdown(std::net::Shutdown::Both).unwrap();
     drain.join().unwrap();
 }
@@ -386,4 +508,5 @@ fn direct_receives_deliver_whole_messages_in_order() {
     );
     shutdown_scenario();
     held_stream_scenario();
+    deaf_io_thread_scenario();
 }
