@@ -808,6 +808,14 @@ impl Reader {
         self.framed_req
     }
 
+    /// Tells the writer now of everything read so far (waking it if it waits on the
+    /// high-water mark), as an idle reader does: for an owner about to wait a little.
+    pub fn publish_now(&mut self) {
+        if self.shared.msgs_read.load(Ordering::Relaxed) != self.read {
+            self.publish_reads();
+        }
+    }
+
     /// Bytes waiting in the framed lane.
     pub fn framed_backlog(&self) -> usize {
         self.bq.backlog()

@@ -620,6 +620,13 @@ fn framed_nap() -> std::time::Duration {
     })
 }
 
+/// Whether a stream's pass naps once when the lane is empty (see `Session::pump_out`): by
+/// default; `RZMQ_FRAMED_NAP_EMPTY=0` turns it off.
+fn framed_nap_empty() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("RZMQ_FRAMED_NAP_EMPTY").map_or(true, |v| v.trim() != "0"))
+}
+
 /// Whether direct sends are on: by default; `RZMQ_DIRECT=0` or [`crate::direct::set_enabled`]
 /// turns them off.
 fn direct_enabled() -> bool {
@@ -2013,17 +2020,21 @@ impl Session {
                 let pipe = &mut self.pipe;
                 let nap = framed_nap();
                 let mut napped = std::time::Duration::ZERO;
+                let mut napped_empty = !framed_nap_empty();
                 let progress = engine.on_writable_framed(&mut |budget, sink| {
                     let reader = &mut pipe.as_mut()?.from_socket;
                     // A stream (this pass already wrote a batch) with little waiting: let the
                     // writer add to it before the next write, so writes and the peer's
-                    // wake-ups stay few (bounded per pass).
+                    // wake-ups stay few (bounded per pass). Nothing waiting: the writer may
+                    // just be slower than this thread, or the stream ended; one nap tells
+                    // (going idle and being woken for the next message costs more than it).
                     if !nap.is_zero() && *moved >= NAP_AFTER_MSGS && napped < NAP_PER_PASS && {
-                        // Some but little waiting: the writer is still at it (nothing waiting:
-                        // the stream may have ended, go idle at once).
                         let backlog = reader.framed_backlog();
-                        backlog > 0 && backlog < NAP_BELOW_BYTES
+                        backlog < NAP_BELOW_BYTES && (backlog > 0 || !napped_empty)
                     } {
+                        napped_empty |= reader.framed_backlog() == 0;
+                        // A writer waiting on the high-water mark must not wait out the nap.
+                        reader.publish_now();
                         let t = std::time::Instant::now();
                         std::thread::sleep(nap);
                         napped += t.elapsed();
