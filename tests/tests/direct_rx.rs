@@ -310,12 +310,10 @@ fn held_burst(
     panic!("no burst was read by the socket itself");
 }
 
-/// A stream read by the socket itself: a burst the blocked socket reads directly leaves it
-/// holding the connection's input between receives; an application that then stops receiving
-/// does not keep what arrives after from the I/O thread, and everything comes out in order,
-/// what the socket read first before what the I/O thread read later.
-fn held_stream_scenario() {
-    let ctx = Context::new();
+/// A PULL socket of `ctx` and a hand-written ZMTP PUSH peer connected to it, whose first
+/// message ("first") was received; what the socket writes to the peer is read and dropped by
+/// the returned thread, which ends when the peer's stream does.
+fn raw_push_peer(ctx: &Context) -> (Socket, TcpStream, std::thread::JoinHandle<()>) {
     let mut pull = sock(&ctx, SocketType::Pull, 3000);
     pull.bind("tcp://127.0.0.1:*").unwrap();
     let port: u16 = pull
@@ -339,6 +337,16 @@ fn held_stream_scenario() {
     hello.extend_from_slice(&short_frame(false, b"first"));
     peer.write_all(&hello).unwrap();
     assert_eq!(recv_all(&mut pull), vec![b"first".to_vec()]);
+    (pull, peer, drain)
+}
+
+/// A stream read by the socket itself: a burst the blocked socket reads directly leaves it
+/// holding the connection's input between receives; an application that then stops receiving
+/// does not keep what arrives after from the I/O thread, and everything comes out in order,
+/// what the socket read first before what the I/O thread read later.
+fn held_stream_scenario() {
+    let ctx = Context::new();
+    let (mut pull, mut peer, drain) = raw_push_peer(&ctx);
     let body = |i: u32| format!("m{i}").into_bytes();
     // A burst written while the socket waits in its next receive: read there, in turns.
     let mut next = 0;
@@ -385,29 +393,7 @@ fn wait_pollin(s: &mut Socket, what: &str) {
 fn deaf_io_thread_scenario() {
     rzmq_core::direct::set_hold_stale(Duration::from_secs(30));
     let ctx = Context::new();
-    let mut pull = sock(&ctx, SocketType::Pull, 3000);
-    pull.bind("tcp://127.0.0.1:*").unwrap();
-    let port: u16 = pull
-        .last_endpoint()
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let mut peer = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    peer.set_nodelay(true).unwrap();
-    let drain = {
-        let mut r = peer.try_clone().unwrap();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while matches!(r.read(&mut buf), Ok(n) if n > 0) {}
-        })
-    };
-    let mut hello = zmtp_greeting(b"NULL");
-    hello.extend_from_slice(&ready(b"PUSH"));
-    hello.extend_from_slice(&short_frame(false, b"first"));
-    peer.write_all(&hello).unwrap();
-    assert_eq!(recv_all(&mut pull), vec![b"first".to_vec()]);
+    let (mut pull, mut peer, drain) = raw_push_peer(&ctx);
     let body = |i: u32| format!("d{i}").into_bytes();
     let burst = |from: u32, to: u32| -> Vec<u8> {
         (from..to)
