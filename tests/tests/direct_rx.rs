@@ -314,7 +314,7 @@ fn held_burst(
 /// message ("first") was received; what the socket writes to the peer is read and dropped by
 /// the returned thread, which ends when the peer's stream does.
 fn raw_push_peer(ctx: &Context) -> (Socket, TcpStream, std::thread::JoinHandle<()>) {
-    let mut pull = sock(&ctx, SocketType::Pull, 3000);
+    let mut pull = sock(ctx, SocketType::Pull, 3000);
     pull.bind("tcp://127.0.0.1:*").unwrap();
     let port: u16 = pull
         .last_endpoint()
