@@ -591,7 +591,7 @@ impl Socket {
                 let got = inbox.len() > before;
                 if step == Received::Messages {
                     if inbox.len() > 1 {
-                        // A stream: read its next turn here too (see Socket::read_on).
+                        // A stream: its next turn is read here too (see the pipe reader's read_on).
                         rx.hold(true);
                         e.reader.set_input_held(true);
                     } else {
