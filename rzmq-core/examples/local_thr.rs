@@ -1,6 +1,9 @@
 //! Throughput receiver with libzmq's `local_thr` command line and output.
 //!
 //! `local_thr <bind-to> <message-size> <message-count>`
+//!
+//! With `RZMQ_PERF_STATS` set, it also prints (to stderr) how many receives read the
+//! connection directly and how many handed it back to the I/O thread.
 use rzmq_core::{Context, SocketType};
 use std::time::Instant;
 

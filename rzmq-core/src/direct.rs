@@ -218,8 +218,8 @@ static HELD: AtomicU64 = AtomicU64::new(0);
 static TAKEN_BACK: AtomicU64 = AtomicU64::new(0);
 
 /// Receives that delivered messages after which the socket held a stream's input, and how
-/// many times the I/O thread
-/// took held input back from a socket that had stopped receiving (for tests and diagnostics).
+/// many times the I/O thread took held input back from a socket that had stopped receiving
+/// (for tests and diagnostics).
 pub fn hold_stats() -> (u64, u64) {
     (
         HELD.load(Ordering::Relaxed),
@@ -598,7 +598,7 @@ const RX_HELD_MISSED: u8 = 6;
 pub const RX_HOLD_STALE: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// The current [`RX_HOLD_STALE`], in microseconds (changed by tests).
-static HOLD_STALE_US: AtomicU64 = AtomicU64::new(2_000);
+static HOLD_STALE_US: AtomicU64 = AtomicU64::new(RX_HOLD_STALE.as_micros() as u64);
 
 /// How long held input may wait on a reader that does not come back (see [`RX_HOLD_STALE`]).
 pub fn hold_stale() -> std::time::Duration {
@@ -830,6 +830,7 @@ impl DirectRx {
     /// when readiness still waits and the reader has not read since `seen` (its claim count
     /// then), so an application that stopped receiving does not leave the connection's end,
     /// commands or errors unseen.
+    ///
     /// A deaf I/O thread (see [`DirectRx::set_deaf`]) sees no readiness, so it takes held
     /// input back whenever the reader has not read since.
     pub(crate) fn steal_if_stale(&self, seen: u64, deaf: bool) -> Stale {
@@ -903,7 +904,8 @@ impl DirectRx {
         self.handed.load(Ordering::Acquire)
     }
 
-    /// Reader, blocked in a receive with nothing queued: takes input if it is offered. The
+    /// Reader, blocked in a receive with nothing queued: takes input if it is offered (or held
+    /// by this reader between receives, see [`DirectRx::hold`]). The
     /// caller must then check its pipe once more (messages delivered before the offer), and
     /// call [`DirectRx::release`] before it returns.
     pub fn claim(&self) -> bool {

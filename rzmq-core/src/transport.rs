@@ -2028,11 +2028,14 @@ impl Session {
                     // wake-ups stay few (bounded per pass). Nothing waiting: the writer may
                     // just be slower than this thread, or the stream ended; one nap tells
                     // (going idle and being woken for the next message costs more than it).
-                    if !nap.is_zero() && *moved >= NAP_AFTER_MSGS && napped < NAP_PER_PASS && {
-                        let backlog = reader.framed_backlog();
-                        backlog < NAP_BELOW_BYTES && (backlog > 0 || !napped_empty)
-                    } {
-                        napped_empty |= reader.framed_backlog() == 0;
+                    let backlog = reader.framed_backlog();
+                    if !nap.is_zero()
+                        && *moved >= NAP_AFTER_MSGS
+                        && napped < NAP_PER_PASS
+                        && backlog < NAP_BELOW_BYTES
+                        && (backlog > 0 || !napped_empty)
+                    {
+                        napped_empty |= backlog == 0;
                         // A writer waiting on the high-water mark must not wait out the nap.
                         reader.publish_now();
                         let t = std::time::Instant::now();

@@ -40,10 +40,10 @@ fn recv_all(s: &mut Socket) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// A hand-written ZMTP peer: frames cut anywhere, a PING among them, then garbage or a cut.
-fn raw_peer_scenario(end_with_garbage: bool) {
-    let ctx = Context::new();
-    let mut pull = sock(&ctx, SocketType::Pull, 3000);
+/// A PULL socket of `ctx` bound on loopback, and a plain TCP stream connected to it (the
+/// test writes the peer's ZMTP by hand).
+fn pull_and_raw_peer(ctx: &Context) -> (Socket, TcpStream) {
+    let mut pull = sock(ctx, SocketType::Pull, 3000);
     pull.bind("tcp://127.0.0.1:*").unwrap();
     let port: u16 = pull
         .last_endpoint()
@@ -52,8 +52,15 @@ fn raw_peer_scenario(end_with_garbage: bool) {
         .unwrap()
         .parse()
         .unwrap();
-    let mut peer = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let peer = TcpStream::connect(("127.0.0.1", port)).unwrap();
     peer.set_nodelay(true).unwrap();
+    (pull, peer)
+}
+
+/// A hand-written ZMTP peer: frames cut anywhere, a PING among them, then garbage or a cut.
+fn raw_peer_scenario(end_with_garbage: bool) {
+    let ctx = Context::new();
+    let (mut pull, mut peer) = pull_and_raw_peer(&ctx);
     let mut hello = zmtp_greeting(b"NULL");
     hello.extend_from_slice(&ready(b"PUSH"));
     peer.write_all(&hello).unwrap();
@@ -314,17 +321,7 @@ fn held_burst(
 /// message ("first") was received; what the socket writes to the peer is read and dropped by
 /// the returned thread, which ends when the peer's stream does.
 fn raw_push_peer(ctx: &Context) -> (Socket, TcpStream, std::thread::JoinHandle<()>) {
-    let mut pull = sock(ctx, SocketType::Pull, 3000);
-    pull.bind("tcp://127.0.0.1:*").unwrap();
-    let port: u16 = pull
-        .last_endpoint()
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let mut peer = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    peer.set_nodelay(true).unwrap();
+    let (mut pull, mut peer) = pull_and_raw_peer(ctx);
     let drain = {
         let mut r = peer.try_clone().unwrap();
         std::thread::spawn(move || {
@@ -420,31 +417,33 @@ fn deaf_io_thread_scenario() {
     make_deaf(&mut pull, &mut next);
     peer.write_all(&burst(next, next + 100)).unwrap();
     std::thread::sleep(Duration::from_millis(50));
-    wait_pollin(
+    // Polled input, then every message of it taken without waiting, in order.
+    let poll_and_take = |pull: &mut Socket, from: u32, to: u32, what: &str| {
+        wait_pollin(pull, what);
+        for i in from..to {
+            assert_eq!(
+                pull.recv_multipart(rzmq_core::DONTWAIT).unwrap()[0].data(),
+                &body(i)[..]
+            );
+        }
+    };
+    poll_and_take(
         &mut pull,
+        next,
+        next + 100,
         "input waiting when the socket let go was never read",
     );
-    for i in next..next + 100 {
-        assert_eq!(
-            pull.recv_multipart(rzmq_core::DONTWAIT).unwrap()[0].data(),
-            &body(i)[..]
-        );
-    }
     next += 100;
     // Bytes arriving only after the socket let go.
     make_deaf(&mut pull, &mut next);
     assert_eq!(pull.events().unwrap() & rzmq_core::socket::POLLIN, 0);
     peer.write_all(&burst(next, next + 10)).unwrap();
-    wait_pollin(
+    poll_and_take(
         &mut pull,
+        next,
+        next + 10,
         "input arriving after the socket let go was never read",
     );
-    for i in next..next + 10 {
-        assert_eq!(
-            pull.recv_multipart(rzmq_core::DONTWAIT).unwrap()[0].data(),
-            &body(i)[..]
-        );
-    }
     rzmq_core::direct::set_hold_stale(rzmq_core::direct::RX_HOLD_STALE);
     peer.shutdown(std::net::Shutdown::Both).unwrap();
     drain.join().unwrap();
