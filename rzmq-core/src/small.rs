@@ -18,7 +18,7 @@
 //! allocator. Storage taken from a cache holds stale bytes of an earlier frame: callers that
 //! expose bytes not yet written clear them.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{fence, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -118,11 +118,79 @@ struct Local {
     out: Vec<Batch>,
 }
 
+impl Drop for Local {
+    fn drop(&mut self) {
+        // The thread is exiting: free what the hot slot holds and keep it from holding more
+        // (a later `give` on this thread finds LOCAL gone and lets the storage go).
+        let held = HOT.with(|h| h.replace(HOT_GONE));
+        if !held.is_null() {
+            // SAFETY: a slot value with a non-null pointer came from `Arc::into_raw` in
+            // `hot_give` and was not taken back since (see `Hot`).
+            drop(unsafe { Arc::from_raw(held) });
+        }
+    }
+}
+
 thread_local! {
     static LOCAL: RefCell<Local> = RefCell::new(Local {
         free: (0..CLASSES).map(|_| Vec::new()).collect(),
         out: (0..CLASSES).map(|_| Vec::new()).collect(),
     });
+}
+
+/// The hot slot: one body this thread dropped last, for its next `take` of the same class. A
+/// sender whose frames are copied into the framed lane (or inline onto the wire) drops each
+/// body on its own thread right after allocating it; the slot serves that round trip with one
+/// thread-local access and no `RefCell` or `Vec` work. It has no destructor of its own (so
+/// reaching it never fails): `Local`'s destructor frees what it holds, and the slot only takes
+/// storage once `LOCAL` exists on the thread.
+///
+/// Its value is an `Arc::into_raw` pointer holding a body, or one of the null markers below,
+/// told apart by their length.
+type Hot = Cell<*const [u8]>;
+
+/// `LOCAL` may not exist on this thread yet: the slot takes nothing until it does.
+const HOT_FRESH: *const [u8] = std::ptr::slice_from_raw_parts(std::ptr::null(), 0);
+/// Empty, and `LOCAL` exists.
+const HOT_EMPTY: *const [u8] = std::ptr::slice_from_raw_parts(std::ptr::null(), 1);
+/// `LOCAL` was destroyed (the thread is exiting): the slot takes nothing.
+const HOT_GONE: *const [u8] = std::ptr::slice_from_raw_parts(std::ptr::null(), 2);
+
+/// Whether slot value `p` is the marker `m`.
+#[inline]
+fn is_marker(p: *const [u8], m: *const [u8]) -> bool {
+    p.is_null() && p.len() == m.len()
+}
+
+thread_local! {
+    static HOT: Hot = const { Cell::new(HOT_FRESH) };
+}
+
+/// The body in the hot slot if it is `size` bytes long.
+#[inline]
+fn hot_take(size: usize) -> Option<Arc<[u8]>> {
+    HOT.with(|h| {
+        let p = h.get();
+        if p.is_null() || p.len() != size {
+            return None;
+        }
+        h.set(HOT_EMPTY);
+        // SAFETY: a non-null slot value came from `Arc::into_raw` in `hot_give`; the slot is
+        // empty now, so this is the only handle made from it.
+        Some(unsafe { Arc::from_raw(p) })
+    })
+}
+
+/// Puts a unique body of a class size into an empty hot slot (None), or hands it back.
+#[inline]
+fn hot_give(buf: Arc<[u8]>) -> Option<Arc<[u8]>> {
+    HOT.with(|h| {
+        if !is_marker(h.get(), HOT_EMPTY) {
+            return Some(buf);
+        }
+        h.set(Arc::into_raw(buf));
+        None
+    })
 }
 
 static GLOBAL: [Mutex<Vec<Batch>>; CLASSES] = [const { Mutex::new(Vec::new()) }; CLASSES];
@@ -138,6 +206,9 @@ fn batch_bytes(c: usize) -> usize {
 /// stale bytes. None when the caches of its class are empty (or `len` is not cached).
 pub(crate) fn take(len: usize) -> Option<Arc<[u8]>> {
     let c = class_of(len)?;
+    if let Some(b) = hot_take(class_size(c)) {
+        return Some(b);
+    }
     // try_with: during thread teardown the cache may be gone; then the allocator serves.
     LOCAL
         .try_with(|l| {
@@ -192,8 +263,17 @@ pub(crate) fn give(buf: Arc<[u8]>) {
     if class_size(c) != buf.len() || !is_unique(&buf) {
         return;
     }
+    let Some(buf) = hot_give(buf) else {
+        return;
+    };
     let _ = LOCAL.try_with(|l| {
         let mut l = l.borrow_mut();
+        HOT.with(|h| {
+            if is_marker(h.get(), HOT_FRESH) {
+                // LOCAL exists now, so its destructor will free what the slot holds.
+                h.set(HOT_EMPTY);
+            }
+        });
         let n = batch_len(c);
         if l.free[c].len() < n {
             l.free[c].push(buf);
@@ -269,9 +349,10 @@ mod tests {
         give(c);
         assert!(take(len).is_none());
         drop((b, keep));
-        // Another thread drops more than its free list holds: full batches reach this one.
+        // Another thread drops more than its free list (n) and hot slot (1) hold: full
+        // batches reach this one.
         let n = batch_len(class_of(len).unwrap());
-        let sent: Vec<Arc<[u8]>> = (0..3 * n).map(|_| fresh()).collect();
+        let sent: Vec<Arc<[u8]>> = (0..3 * n + 1).map(|_| fresh()).collect();
         let ptrs: std::collections::HashSet<usize> =
             sent.iter().map(|b| b.as_ptr() as usize).collect();
         std::thread::spawn(move || sent.into_iter().for_each(give))
@@ -284,8 +365,35 @@ mod tests {
             got += 1;
             drop(b);
         }
-        // The other thread kept its free list (n) and handed over two full batches; it has
-        // exited, so its own list is gone.
+        // The other thread kept its free list (n) and hot slot (1) and handed over two full
+        // batches; it has exited, so its own list is gone.
         assert_eq!(got, 2 * n);
+    }
+
+    #[test]
+    fn the_hot_slot_serves_the_next_take_and_is_freed_with_its_thread() {
+        // A size class no other test uses.
+        let len = 3000;
+        let cap = capacity_for(len);
+        let fresh = move || -> Arc<[u8]> { vec![0u8; cap].into() };
+        let watched = std::thread::spawn(move || {
+            // The thread's first drop sets up its cache; the slot takes storage from then on.
+            give(fresh());
+            let a = fresh();
+            let p = a.as_ptr();
+            give(a);
+            let b = take(len).expect("cached");
+            assert_eq!(b.as_ptr(), p, "the last body dropped comes back first");
+            assert_eq!(b.len(), cap);
+            // Left in the slot at thread exit: a weak handle (which the cache never makes
+            // itself) tells whether the storage is freed then.
+            let w = Arc::downgrade(&b);
+            give(b);
+            assert!(w.upgrade().is_some(), "held by the slot");
+            w
+        })
+        .join()
+        .unwrap();
+        assert!(watched.upgrade().is_none(), "freed when its thread exited");
     }
 }
