@@ -20,6 +20,19 @@ use crate::zmtp::{self, ZmtpError};
 /// Bytes of encoded output above which the engine stops pulling messages from the pipe.
 const OUT_BATCH: usize = 256 * 1024;
 
+/// Writes what `w` takes of `b` now: 0 when it would block; errors other than an interrupt
+/// end the connection.
+fn write_some(w: &mut Stream, b: &[u8]) -> io::Result<usize> {
+    loop {
+        return match w.write(b) {
+            Ok(n) => Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => Err(e),
+        };
+    }
+}
+
 /// What [`Engine::on_writable_framed`] pulls with: `(budget, sink)` -> messages moved, or
 /// `None` when the pipe's framed lane is not next.
 pub type FramedPull<'a> =
@@ -950,8 +963,25 @@ impl Engine {
                     return None;
                 };
                 let mut err = None;
+                let mut io_err = None;
+                let mut direct = 0usize;
+                let stream = &mut self.stream;
                 let pulled = pull(OUT_BATCH - pending, &mut |f| match f {
-                    crate::pipe::Framed::Bytes(b) => z.push_framed(b),
+                    crate::pipe::Framed::Bytes(b) => {
+                        // Nothing is queued ahead of these bytes: the stream takes them
+                        // straight from the lane, and only what it leaves is copied.
+                        if io_err.is_none() && !z.has_output() {
+                            match write_some(stream, b) {
+                                Ok(n) => {
+                                    direct += n;
+                                    z.push_framed(&b[n..]);
+                                }
+                                Err(e) => io_err = Some(e),
+                            }
+                        } else if io_err.is_none() {
+                            z.push_framed(b);
+                        }
+                    }
                     crate::pipe::Framed::Msg(m) => {
                         if let Err(e) = z.send(m) {
                             err = Some(e);
@@ -961,8 +991,15 @@ impl Engine {
                 if let Some(e) = err {
                     return Some(Progress::Closed(Closed::Protocol(e)));
                 }
+                if let Some(e) = io_err {
+                    return Some(Progress::Closed(Closed::Io(e)));
+                }
                 if pulled.is_none() && !self.proto.has_output() {
                     return None;
+                }
+                if direct > 0 && !self.proto.has_output() && pulled.is_some_and(|n| n > 0) {
+                    // All of it went out: more may be waiting in the lane.
+                    continue;
                 }
             }
             if !self.proto.has_output() {
