@@ -442,6 +442,7 @@ impl Writer {
 
     /// Encodes the held frames and `last` into the framed lane (switching to it first if the
     /// reader asked) and publishes them together.
+    #[inline(always)]
     fn write_framed(&mut self, last: Msg) {
         if !self.framed {
             // Everything queued so far precedes the lane; the reader reads that first.
@@ -463,7 +464,7 @@ impl Writer {
     }
 
     /// Encodes one frame into the framed lane, or queues it with a marker when large.
-    #[inline]
+    #[inline(always)]
     fn put_frame(&mut self, m: Msg) {
         let mut flags = 0;
         if m.more() {
@@ -518,23 +519,36 @@ impl Writer {
 
     /// Sends the message (pending frames + `last`) on the connection directly when its I/O
     /// thread granted output and the pipe is empty.
+    #[inline(always)]
     fn try_direct(&mut self, last: &Msg) -> Sent {
         let gen = self.shared.direct_gen.load(Ordering::Acquire);
         if gen != self.direct_gen {
-            self.direct = self
-                .shared
-                .direct
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
-            self.direct_gen = gen;
+            self.refresh_direct(gen);
         }
+        match self.direct.as_ref() {
+            Some(d) if d.granted() => self.send_direct(last),
+            _ => Sent::NotNow,
+        }
+    }
+
+    /// Takes the connection output the I/O thread installed under generation `gen`.
+    #[cold]
+    fn refresh_direct(&mut self, gen: u64) {
+        self.direct = self
+            .shared
+            .direct
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        self.direct_gen = gen;
+    }
+
+    /// The direct send of [`Writer::try_direct`], once output is seen granted.
+    #[inline(never)]
+    fn send_direct(&mut self, last: &Msg) -> Sent {
         let Some(d) = self.direct.as_ref() else {
             return Sent::NotNow;
         };
-        if !d.granted() {
-            return Sent::NotNow;
-        }
         let shared = &self.shared;
         d.try_send(&self.pending, last, || {
             shared.reader_idle.load(Ordering::SeqCst)
