@@ -535,6 +535,7 @@ impl Msg {
     /// them (as `zmq_msg_init_size`): frames too big to be inline reuse storage of frames this
     /// process dropped ([`crate::small`] below [`crate::pool::POOL_MIN`], [`crate::pool`] above)
     /// without clearing it; inline ones are zeroed as in [`Msg::with_size`].
+    #[inline]
     pub fn with_size_recycled(len: usize) -> Msg {
         if len >= crate::pool::POOL_MIN {
             // Above POOL_MAX: a fresh mapping, zero without clearing.
@@ -854,6 +855,7 @@ impl Msg {
 /// A zero-filled shared allocation of `len` bytes, refcount included.
 /// Unique storage for a body of `len` bytes, `small::capacity_for(len)` long: cached by
 /// [`crate::small`] (true: stale bytes) or freshly allocated and zeroed (false).
+#[inline]
 fn small_storage(len: usize) -> (Arc<[u8]>, bool) {
     match crate::small::take(len) {
         Some(buf) => (buf, true),

@@ -38,6 +38,7 @@ const GLOBAL_TOTAL_BYTES: usize = 16 * 1024 * 1024;
 const OVERHEAD: usize = 32;
 
 /// The class whose size is the smallest one holding `len` bytes; None above [`SMALL_MAX`].
+#[inline]
 fn class_of(len: usize) -> Option<usize> {
     if len > SMALL_MAX {
         return None;
@@ -204,11 +205,19 @@ fn batch_bytes(c: usize) -> usize {
 
 /// Cached storage for a body of `len` bytes: unique, `capacity_for(len)` bytes long, holding
 /// stale bytes. None when the caches of its class are empty (or `len` is not cached).
+#[inline]
 pub(crate) fn take(len: usize) -> Option<Arc<[u8]>> {
     let c = class_of(len)?;
     if let Some(b) = hot_take(class_size(c)) {
         return Some(b);
     }
+    take_cached(c)
+}
+
+/// [`take`] past the hot slot: the thread's free list of class `c`, refilled from the global
+/// list.
+#[inline(never)]
+fn take_cached(c: usize) -> Option<Arc<[u8]>> {
     // try_with: during thread teardown the cache may be gone; then the allocator serves.
     LOCAL
         .try_with(|l| {
@@ -254,6 +263,7 @@ pub(crate) fn unique_mut(buf: &mut Arc<[u8]>) -> Option<&mut [u8]> {
 /// Takes back the storage of a dropped body (storage never given a weak handle, see
 /// [`is_unique`]). Storage shared with another handle, or not of a
 /// class size, is simply dropped.
+#[inline]
 pub(crate) fn give(buf: Arc<[u8]>) {
     let Some(c) = class_of(buf.len()) else {
         return;
@@ -263,9 +273,14 @@ pub(crate) fn give(buf: Arc<[u8]>) {
     if class_size(c) != buf.len() || !is_unique(&buf) {
         return;
     }
-    let Some(buf) = hot_give(buf) else {
-        return;
-    };
+    if let Some(buf) = hot_give(buf) {
+        give_cached(c, buf);
+    }
+}
+
+/// [`give`] past the hot slot: into the thread's free list of class `c`, or its outgoing batch.
+#[inline(never)]
+fn give_cached(c: usize, buf: Arc<[u8]>) {
     let _ = LOCAL.try_with(|l| {
         let mut l = l.borrow_mut();
         HOT.with(|h| {
