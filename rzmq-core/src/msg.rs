@@ -253,6 +253,7 @@ impl RecvBuf {
     }
 
     /// A frame of `len` bytes at `off`, sharing the storage (inline when it fits).
+    #[inline]
     pub fn slice(&mut self, off: usize, len: usize) -> Msg {
         let end = off.checked_add(len).expect("slice end overflows");
         assert!(end <= self.len(), "slice outside receive buffer");
@@ -260,16 +261,7 @@ impl RecvBuf {
             return Msg::copy_from(&self.bytes()[off..end]);
         }
         if self.credit == 0 {
-            if self
-                .own
-                .inner()
-                .refs
-                .fetch_add(RECV_REF_BATCH, Ordering::Relaxed)
-                > MAX_REFS
-            {
-                std::process::abort();
-            }
-            self.credit = RECV_REF_BATCH;
+            self.take_credit();
         }
         self.credit -= 1;
         // A reference taken from the credit counted above.
@@ -278,6 +270,23 @@ impl RecvBuf {
             off,
             len,
         })
+    }
+}
+
+impl RecvBuf {
+    /// Takes the next batch of references to the storage (see [`RecvBuf::slice`]).
+    #[cold]
+    fn take_credit(&mut self) {
+        if self
+            .own
+            .inner()
+            .refs
+            .fetch_add(RECV_REF_BATCH, Ordering::Relaxed)
+            > MAX_REFS
+        {
+            std::process::abort();
+        }
+        self.credit = RECV_REF_BATCH;
     }
 }
 

@@ -325,7 +325,30 @@ impl Decoder {
 
     /// The next complete frame: its flags (MORE, COMMAND) and body; `Ok(None)` until one is complete.
     /// After [`Decoder::set_opener`], the frame opened from its CURVE `MESSAGE`.
+    #[inline]
     pub(crate) fn next_frame(&mut self) -> Result<Option<(u8, Msg)>, ZmtpError> {
+        // The common case first: a short frame whole in the batch, nothing given back, no
+        // frame being read into its own buffer, no CURVE.
+        if self.unread.is_empty() && self.direct.is_none() && self.opener.is_none() {
+            if let [flags, size, rest @ ..] = self.batch.pending() {
+                let (flags, size) = (*flags, usize::from(*size));
+                if flags & !(FLAG_MORE | FLAG_COMMAND) == 0
+                    && rest.len() >= size
+                    && (self.maxmsgsize < 0 || size as u64 <= self.maxmsgsize as u64)
+                {
+                    let off = self.batch.start + 2;
+                    let body = self.batch.body(off, size);
+                    self.batch.start = off + size;
+                    return Ok(Some((flags, body)));
+                }
+            }
+        }
+        self.next_frame_slow()
+    }
+
+    /// [`Decoder::next_frame`] for everything else.
+    #[inline(never)]
+    fn next_frame_slow(&mut self) -> Result<Option<(u8, Msg)>, ZmtpError> {
         if !self.unread.is_empty() {
             return Ok(self.unread.pop_front());
         }
@@ -818,6 +841,33 @@ mod tests {
         );
         let mut d = Decoder::new(10);
         feed(&mut d, &[0, 10]);
+        assert_eq!(d.next_frame(), Ok(None));
+        // Whole short frames take the fast path, which refuses the same.
+        for bad in [0x08u8, 0x10, 0x80, 0xFF] {
+            let mut d = Decoder::new(-1);
+            feed(&mut d, &[bad, 1, 7]);
+            assert_eq!(d.next_frame(), Err(ZmtpError::ReservedFlags(bad)));
+        }
+        let mut d = Decoder::new(10);
+        feed(&mut d, &[0, 11]);
+        feed(&mut d, &[0; 11]);
+        assert_eq!(
+            d.next_frame(),
+            Err(ZmtpError::FrameTooLarge { size: 11, max: 10 })
+        );
+        let mut d = Decoder::new(10);
+        feed(
+            &mut d,
+            &[FLAG_MORE, 10, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, FLAG_COMMAND, 0],
+        );
+        assert_eq!(
+            d.next_frame(),
+            Ok(Some((
+                FLAG_MORE,
+                Msg::from(&[0u8, 1, 2, 3, 4, 5, 6, 7, 8, 9][..])
+            )))
+        );
+        assert_eq!(d.next_frame(), Ok(Some((FLAG_COMMAND, Msg::new()))));
         assert_eq!(d.next_frame(), Ok(None));
     }
 
