@@ -3,7 +3,8 @@
 //! `local_thr <bind-to> <message-size> <message-count>`
 //!
 //! With `RZMQ_PERF_STATS` set, it also prints (to stderr) how many receives read the
-//! connection directly and how many handed it back to the I/O thread.
+//! connection directly, how many handed it back to the I/O thread, how many held it between
+//! receives, and how often the I/O thread took held input back.
 use rzmq_core::{Context, SocketType};
 use std::time::Instant;
 
@@ -47,7 +48,10 @@ pub fn main() {
     println!("mean throughput: {megabits:.3} [Mb/s]");
     if std::env::var_os("RZMQ_PERF_STATS").is_some() {
         let (rx, back) = rzmq_core::direct::rx_stats();
-        eprintln!("direct receives {rx}, handed back {back}");
+        let (held, taken) = rzmq_core::direct::hold_stats();
+        eprintln!(
+            "direct receives {rx}, handed back {back}, held {held}, taken back by the I/O thread {taken}"
+        );
     }
     drop(s);
     check(ctx.term(), "zmq_ctx_term");
