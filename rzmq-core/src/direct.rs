@@ -681,6 +681,9 @@ pub struct DirectRx {
     /// The I/O thread stopped listening for the stream's readiness while the reader holds
     /// input ([`DirectRx::set_deaf`]): a reader that lets input go wakes it.
     io_deaf: std::sync::atomic::AtomicBool,
+    /// The socket reading the pipe receives with blocking calls ([`DirectRx::want`]): input
+    /// offered to it stays offered until it takes it (or the stale timer takes it back).
+    wanted: std::sync::atomic::AtomicBool,
 }
 
 impl DirectRx {
@@ -709,6 +712,7 @@ impl DirectRx {
             io_streams,
             claims: AtomicU64::new(0),
             io_deaf: std::sync::atomic::AtomicBool::new(false),
+            wanted: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -735,11 +739,21 @@ impl DirectRx {
         loop {
             match self.state.load(Ordering::Acquire) {
                 RX_OFFERED => {
+                    if self.offered_wanted() {
+                        // The reader takes it in its next receive (see DirectRx::want).
+                        return None;
+                    }
                     if self
                         .state
                         .compare_exchange(RX_OFFERED, RX_IO, Ordering::AcqRel, Ordering::Acquire)
                         .is_ok()
                     {
+                        // Offered with a frame cut by the I/O thread's last read: it continues
+                        // with the decoder holding it.
+                        let mut d = self.decoders();
+                        if d.spare.as_ref().is_some_and(|dec| !dec.is_clean()) {
+                            return Some(d.spare.take());
+                        }
                         return Some(None);
                     }
                 }
@@ -782,6 +796,38 @@ impl DirectRx {
         }
     }
 
+    /// Reader: its socket receives with blocking calls, so input offered to it waits for it
+    /// (the I/O thread neither takes it back on readiness nor listens meanwhile; its stale
+    /// timer takes it back from a reader that does not come). Lets the I/O thread hand over
+    /// a stream it got ahead of: see [`Engine::yield_unstalled`](crate::engine::Engine).
+    pub fn want(&self) {
+        if !self.wanted.load(Ordering::Relaxed) {
+            self.wanted.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Reader: its socket is about to report readiness or return `EAGAIN` (a poll, a
+    /// non-blocking receive): input offered to it goes back to the I/O thread, which is woken
+    /// if it stopped listening.
+    pub fn unwant(&self) {
+        if self.wanted.load(Ordering::Relaxed) && self.wanted.swap(false, Ordering::SeqCst) {
+            self.wake_if_deaf();
+        }
+    }
+
+    /// True while the reader's socket receives with blocking calls (see [`DirectRx::want`]).
+    pub(crate) fn is_wanted(&self) -> bool {
+        self.wanted.load(Ordering::SeqCst)
+    }
+
+    /// Input is offered and the reader's socket will take it (see [`DirectRx::want`]), while
+    /// its connection is the I/O thread's only one (as [`DirectRx::claim`] requires).
+    pub(crate) fn offered_wanted(&self) -> bool {
+        self.state.load(Ordering::SeqCst) == RX_OFFERED
+            && self.wanted.load(Ordering::SeqCst)
+            && self.io_streams.load(Ordering::SeqCst) == 1
+    }
+
     /// I/O thread: true while a reader holds input between receives.
     pub(crate) fn is_held(&self) -> bool {
         matches!(self.state.load(Ordering::SeqCst), RX_HELD | RX_HELD_MISSED)
@@ -801,7 +847,7 @@ impl DirectRx {
     /// (listen again now).
     pub(crate) fn set_deaf(&self) -> bool {
         self.io_deaf.store(true, Ordering::SeqCst);
-        if self.holds_input() {
+        if self.holds_input() || self.offered_wanted() {
             return true;
         }
         self.io_deaf.store(false, Ordering::SeqCst);
@@ -853,6 +899,23 @@ impl DirectRx {
                 }
                 Stale::Taken(None)
             }
+            // Offered to a reader that receives with blocking calls and has not come for it.
+            RX_OFFERED if now == seen && self.offered_wanted() => {
+                if self
+                    .state
+                    .compare_exchange(RX_OFFERED, RX_IO, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    return Stale::Held(self.claims.load(Ordering::Acquire));
+                }
+                TAKEN_BACK.fetch_add(1, Ordering::Relaxed);
+                let mut d = self.decoders();
+                if d.spare.as_ref().is_some_and(|dec| !dec.is_clean()) {
+                    return Stale::Taken(d.spare.take());
+                }
+                Stale::Taken(None)
+            }
+            RX_OFFERED if self.offered_wanted() => Stale::Held(now),
             // Readiness left to the reader, which is still at work: look again later (a
             // reader in its receive turns MISSED into HELD_MISSED when it returns holding).
             RX_HELD_MISSED | RX_MISSED => Stale::Held(now),
@@ -862,7 +925,14 @@ impl DirectRx {
         }
     }
 
-    /// I/O thread: keeps `dec` (a clean decoder it replaced) for the reader's next turn.
+    /// I/O thread, which owns input: takes the reader's decoder (to offer input with its own,
+    /// which holds a frame cut by its last read, see [`DirectRx::keep_spare`]).
+    pub(crate) fn take_spare(&self) -> Option<crate::zmtp::codec::Decoder> {
+        self.decoders().spare.take()
+    }
+
+    /// I/O thread: keeps `dec` for the reader's next turn (a clean decoder it replaced, or
+    /// its own holding a cut frame, just before it offers input).
     pub(crate) fn keep_spare(&self, dec: crate::zmtp::codec::Decoder) {
         let mut d = self.decoders();
         if d.spare.is_none() {

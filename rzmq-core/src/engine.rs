@@ -293,6 +293,10 @@ pub struct Engine {
     pub stalled: Option<Msg>,
     /// Set when the last read stopped on budget, not on WouldBlock: read again soon.
     pub read_pending: bool,
+    /// Set by the session before [`Engine::on_readable`]: if a message is stalled on the full
+    /// pipe, deliver it and what was decoded with it, then stop without reading (the session
+    /// hands input to a socket that receives with blocking calls). Cleared when it stops so.
+    pub(crate) yield_unstalled: bool,
     /// Bytes of the current outgoing multipart message already taken from the pipe.
     pub out_in_multipart: bool,
     /// The peer hung up (or the stream errored): read until the end of the stream.
@@ -603,6 +607,7 @@ impl Engine {
             proto,
             stalled: None,
             read_pending: false,
+            yield_unstalled: false,
             out_in_multipart: false,
             hup: false,
             subscriptions: false,
@@ -669,18 +674,40 @@ impl Engine {
     /// delivered, the last read drained the stream, no timers input resets, no alternative
     /// path (declined upgrades qualify).
     pub fn input_offerable(&self) -> bool {
+        self.input_offerable_with(false)
+    }
+
+    /// As [`Engine::input_offerable`]; with `cut_ok`, also when the decoder holds a frame cut
+    /// by the end of the last read (it goes to the reader with the input).
+    pub(crate) fn input_offerable_with(&self, cut_ok: bool) -> bool {
         let Proto::Zmtp(z) = &self.proto else {
             return false;
         };
         self.stalled.is_none()
             && !self.read_pending
-            && !self.hup
+            && z.input_idle(cut_ok)
+            && self.input_may_be_offered()
+    }
+
+    /// What [`Engine::input_offerable`] asks beyond the moment (a stall, a read pending, what
+    /// the decoder holds): plain ZMTP, ready, no hang-up, no subscriptions to track, no timer
+    /// that input resets, no alternative path (declined upgrades qualify).
+    pub(crate) fn input_may_be_offered(&self) -> bool {
+        let Proto::Zmtp(z) = &self.proto else {
+            return false;
+        };
+        !self.hup
             && !self.subscriptions
-            && z.input_idle()
+            && z.input_shareable()
             && self
                 .upgrade
                 .as_ref()
                 .is_none_or(|u| matches!(u.state, UpState::Declined) && !u.required)
+    }
+
+    /// True when the input decoder holds nothing received (plain ZMTP; false otherwise).
+    pub(crate) fn input_clean(&self) -> bool {
+        matches!(&self.proto, Proto::Zmtp(z) if z.input_clean())
     }
 
     /// A fresh decoder with the connection's limits (plain ZMTP only).
@@ -743,6 +770,7 @@ impl Engine {
         deliver: &mut dyn FnMut(zmtp::Event) -> Option<Msg>,
         flush: &mut dyn FnMut(),
     ) -> Progress {
+        let was_stalled = self.stalled.is_some();
         if let Some(m) = self.stalled.take() {
             if let Some(back) = deliver(zmtp::Event::Message(m)) {
                 self.stalled = Some(back);
@@ -757,6 +785,9 @@ impl Engine {
             return Progress::Open;
         }
         self.read_pending = false;
+        if was_stalled && std::mem::take(&mut self.yield_unstalled) {
+            return Progress::Open;
+        }
         if let Some(p) = self.alt_in(deliver) {
             return p;
         }

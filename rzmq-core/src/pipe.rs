@@ -1181,8 +1181,12 @@ impl Reader {
         // Release queued frames (and their external buffers) now rather than when the writer goes.
         self.batch = Vec::new().into_iter();
         self.inbox = std::collections::VecDeque::new();
-        // Input held between receives goes back to the I/O thread, which listens again.
+        // Input held between receives, or offered and waiting for this reader, goes back to
+        // the I/O thread, which listens again.
         self.let_go_input();
+        if let Some(rx) = self.direct_rx().cloned() {
+            rx.unwant();
+        }
         self.rx = None;
         while self.pop_frame().is_some() {}
     }

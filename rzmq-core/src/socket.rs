@@ -211,6 +211,9 @@ pub struct Socket {
     /// may hold that input between receives of a stream, read on when the application has
     /// emptied its inbox (see [`crate::direct::DirectRx::hold`]).
     held_rx: Option<PipeId>,
+    /// The pipe whose input this socket last asked for in a blocking receive (see
+    /// [`crate::direct::DirectRx::want`]); given up with held input.
+    wanted_rx: Option<PipeId>,
 }
 
 impl std::fmt::Debug for Socket {
@@ -253,6 +256,7 @@ impl Socket {
             closed: false,
             spin: crate::direct::Spin::default(),
             held_rx: None,
+            wanted_rx: None,
         })
     }
 
@@ -349,6 +353,10 @@ impl Socket {
     }
 
     fn terminate_pipe(&mut self, id: PipeId) {
+        if self.wanted_rx == Some(id) {
+            // A later pipe's input is asked for at the next blocking receive.
+            self.wanted_rx = None;
+        }
         if self.pipes.get(id).is_some() {
             self.pattern.terminated(id, &mut self.pipes);
             self.pipes.remove(id);
@@ -466,6 +474,9 @@ impl Socket {
     pub fn recv_msg(&mut self, flags: i32) -> Result<Msg> {
         self.check_alive()?;
         self.process_if_pending()?;
+        if self.wanted_rx.is_none() && flags & DONTWAIT == 0 && self.options.rcvtimeo != 0 {
+            self.want_input();
+        }
         match self.pattern.recv(&mut self.pipes) {
             Ok(m) => return Ok(self.received(m)),
             Err(Error::Again) => {}
@@ -504,6 +515,25 @@ impl Socket {
         }
     }
 
+    /// A blocking receive on a socket with one pipe: tells the pipe's connection input that
+    /// this socket receives with blocking calls (see [`crate::direct::DirectRx::want`]), so an
+    /// I/O thread that got ahead of it hands the stream over.
+    #[cold]
+    fn want_input(&mut self) {
+        let Some(id) = self.pipes.only() else {
+            return;
+        };
+        let Some(rx) = self
+            .pipes
+            .get_mut(id)
+            .and_then(|e| e.reader.direct_rx().cloned())
+        else {
+            return;
+        };
+        rx.want();
+        self.wanted_rx = Some(id);
+    }
+
     /// A direct receive; `None` when input is not the socket's to take now.
     fn direct_recv(&mut self, deadline: Option<Instant>) -> Option<Result<()>> {
         use crate::direct::Received;
@@ -513,6 +543,9 @@ impl Socket {
         let id = self.pipes.only()?;
         let reader = &mut self.pipes.get_mut(id)?.reader;
         let rx = reader.direct_rx()?.clone();
+        // This socket receives with blocking calls: input offered to it may wait for it.
+        rx.want();
+        self.wanted_rx = Some(id);
         if !rx.claim() {
             return None;
         }
@@ -633,6 +666,15 @@ impl Socket {
             match self.pipes.get_mut(id) {
                 Some(e) => e.reader.let_go_input(),
                 None => self.held_rx = None,
+            }
+        }
+        if let Some(id) = self.wanted_rx.take() {
+            if let Some(rx) = self
+                .pipes
+                .get_mut(id)
+                .and_then(|e| e.reader.direct_rx().cloned())
+            {
+                rx.unwant();
             }
         }
     }

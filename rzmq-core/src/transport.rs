@@ -674,7 +674,7 @@ impl Session {
 
     /// Offers the connection's input to the pipe's reader when everything read was delivered
     /// and the connection is idle (see [`crate::direct::DirectRx`]).
-    fn rx_offer(&mut self, r: &Reactor, token: u64) {
+    fn rx_offer(&mut self, r: &Reactor, token: u64, cut_ok: bool) {
         let Some(fd) = self.engine.as_ref().map(Engine::fd) else {
             return;
         };
@@ -686,16 +686,13 @@ impl Session {
         };
         if !crate::direct::rx_enabled()
             || !self.handshaken
-            // Not in the middle of a multipart message: its first frames wait in the pipe's
-            // writer for the last, which the socket must not read past them.
-            || self
-                .pipe
-                .as_ref()
-                .is_none_or(|p| p.to_socket.conflates() || p.to_socket.in_multipart())
-            || !e.input_offerable()
+            || self.pipe.as_ref().is_none_or(|p| p.to_socket.conflates())
+            || !e.input_may_be_offered()
         {
             return;
         }
+        // The input's handle exists from here on, offered or not, so the socket can say it
+        // receives with blocking calls (see DirectRx::want) even while this thread is ahead.
         let rx = match &self.rx {
             Some(x) => x.clone(),
             None => {
@@ -721,6 +718,28 @@ impl Session {
                 x
             }
         };
+        if !self.engine.as_ref().is_some_and(|e| e.input_offerable_with(cut_ok))
+            // Not in the middle of a multipart message: its first frames wait in the pipe's
+            // writer for the last, which the socket must not read past them.
+            || self.pipe.as_ref().is_none_or(|p| p.to_socket.in_multipart())
+        {
+            return;
+        }
+        if !self.engine.as_ref().is_some_and(Engine::input_clean) {
+            // The last read cut a frame: the reader continues it with the decoder holding it,
+            // and the I/O thread keeps the reader's clean one until input comes back.
+            let Some(clean) = rx.take_spare() else {
+                return;
+            };
+            match self
+                .engine
+                .as_mut()
+                .and_then(|e| e.swap_input_decoder(clean))
+            {
+                Some(cut) => rx.keep_spare(cut),
+                None => return,
+            }
+        }
         rx.offer();
     }
 
@@ -1779,8 +1798,10 @@ impl Session {
                 return f;
             }
         }
-        if self.deaf && self.rx.as_ref().is_none_or(|x| !x.holds_input()) {
-            // The reader let input go (or handed it back): listen to the stream again.
+        // The reader let input go (or handed it back, or no longer waits for it): listen to
+        // the stream again. Otherwise stay deaf, asking again to be woken (a wake-up that
+        // came for an earlier change of the reader's is spent).
+        if self.deaf && self.rx.as_ref().is_none_or(|x| !x.set_deaf()) {
             self.hear(r, token);
         }
         if let Some(e) = self.engine.as_ref() {
@@ -1849,9 +1870,15 @@ impl Session {
                     r.schedule(Instant::now() + crate::direct::hold_stale(), token);
                 }
             }
-            // Held between receives: every arrival of the stream would wake this thread for
-            // nothing; stop listening until the reader lets go (or the timer takes it back).
-            if !self.deaf && self.rx.as_ref().is_some_and(|x| x.is_held()) {
+            // Held between receives (or offered to a socket that will take it): every arrival
+            // of the stream would wake this thread for nothing; stop listening until the
+            // reader lets go (or the timer takes it back).
+            if !self.deaf
+                && self
+                    .rx
+                    .as_ref()
+                    .is_some_and(|x| x.is_held() || x.offered_wanted())
+            {
                 self.go_deaf(r, token);
             }
             return None;
@@ -1859,6 +1886,18 @@ impl Session {
         self.direct_grant(r);
         let now = Instant::now();
         let mut newly_ready: Option<zmtp::Peer> = None;
+        // Got ahead of a socket that receives with blocking calls (a message stalled on its
+        // full pipe): deliver what was decoded, then hand input to the socket instead of
+        // reading on, so the stream does not stay on this thread for good.
+        let yield_input = !alt_only
+            && self.zap.is_none()
+            && r.shared.streams.load(Ordering::SeqCst) == 1
+            && self.rx.as_ref().is_some_and(|x| x.is_wanted())
+            && self.engine.as_ref().is_some_and(|e| e.stalled.is_some());
+        if let Some(e) = self.engine.as_mut() {
+            e.yield_unstalled = yield_input;
+        }
+        let mut delivered = false;
         let progress = {
             let engine = self.engine.as_mut()?;
             // Both callbacks below write to the pipe; the engine never runs them together.
@@ -1873,7 +1912,10 @@ impl Session {
                     zmtp::Event::Command(_) => None,
                     zmtp::Event::Message(m) => match pipe.borrow_mut().as_mut() {
                         Some(p) => match p.to_socket.try_write_deferred(m) {
-                            Ok(()) => None,
+                            Ok(()) => {
+                                delivered = true;
+                                None
+                            }
                             Err((_, WriteError::Closed)) => None,
                             Err((m, WriteError::Full)) => Some(m),
                         },
@@ -1897,6 +1939,11 @@ impl Session {
             }
         };
         let (p, peer) = progress?;
+        let yielded = yield_input
+            && self
+                .engine
+                .as_mut()
+                .is_some_and(|e| !std::mem::replace(&mut e.yield_unstalled, false));
         if let Some(f) = self.register_alt(r, token) {
             return Some(f);
         }
@@ -1919,7 +1966,30 @@ impl Session {
                     // the writer, input to the reader, each when idle (only a connection alone
                     // on its I/O thread is read by its socket, see crate::direct).
                     self.direct_grant(r);
-                    self.rx_offer(r, token);
+                    self.rx_offer(r, token, yielded);
+                    if !delivered && self.rx.as_ref().is_some_and(|x| x.offered_wanted()) {
+                        // A socket that waits for this input may be asleep on its mailbox (its
+                        // claim came while this thread was reading) and nothing delivered here
+                        // wakes it: tell it input is its to take.
+                        if let Some(p) = self.pipe.as_ref() {
+                            p.to_socket.poke_reader();
+                        }
+                    }
+                }
+                if yielded {
+                    if self.rx.as_ref().is_some_and(|x| x.offered_wanted()) {
+                        // The socket takes the stream in its next receive; a timer checks
+                        // that it comes.
+                        if let Some(rx) = self.rx.as_ref() {
+                            self.held_seen = Some(rx.claims());
+                            r.schedule(Instant::now() + crate::direct::hold_stale(), token);
+                        }
+                        self.go_deaf(r, token);
+                    } else if let Some(e) = self.engine.as_mut() {
+                        // Not handed over: read on (nothing else would, the stream's data
+                        // having arrived while this thread was stalled).
+                        e.read_pending = true;
+                    }
                 }
                 self.service_zap(r, token)
             }

@@ -40,10 +40,11 @@ fn recv_all(s: &mut Socket) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// A PULL socket of `ctx` bound on loopback, and a plain TCP stream connected to it (the
-/// test writes the peer's ZMTP by hand).
-fn pull_and_raw_peer(ctx: &Context) -> (Socket, TcpStream) {
+/// A PULL socket of `ctx` bound on loopback with a receive high-water mark of `rcvhwm`, and a
+/// plain TCP stream connected to it (the test writes the peer's ZMTP by hand).
+fn pull_and_raw_peer(ctx: &Context, rcvhwm: i32) -> (Socket, TcpStream) {
     let mut pull = sock(ctx, SocketType::Pull, 3000);
+    pull.set_option_i32(opt::RCVHWM, rcvhwm).unwrap();
     pull.bind("tcp://127.0.0.1:*").unwrap();
     let port: u16 = pull
         .last_endpoint()
@@ -60,7 +61,7 @@ fn pull_and_raw_peer(ctx: &Context) -> (Socket, TcpStream) {
 /// A hand-written ZMTP peer: frames cut anywhere, a PING among them, then garbage or a cut.
 fn raw_peer_scenario(end_with_garbage: bool) {
     let ctx = Context::new();
-    let (mut pull, mut peer) = pull_and_raw_peer(&ctx);
+    let (mut pull, mut peer) = pull_and_raw_peer(&ctx, 1000);
     let mut hello = zmtp_greeting(b"NULL");
     hello.extend_from_slice(&ready(b"PUSH"));
     peer.write_all(&hello).unwrap();
@@ -317,11 +318,11 @@ fn held_burst(
     panic!("no burst was read by the socket itself");
 }
 
-/// A PULL socket of `ctx` and a hand-written ZMTP PUSH peer connected to it, whose first
-/// message ("first") was received; what the socket writes to the peer is read and dropped by
-/// the returned thread, which ends when the peer's stream does.
-fn raw_push_peer(ctx: &Context) -> (Socket, TcpStream, std::thread::JoinHandle<()>) {
-    let (mut pull, mut peer) = pull_and_raw_peer(ctx);
+/// A PULL socket of `ctx` (receive high-water mark `rcvhwm`) and a hand-written ZMTP PUSH peer
+/// connected to it, whose first message ("first") was received; what the socket writes to the
+/// peer is read and dropped by the returned thread, which ends when the peer's stream does.
+fn raw_push_peer(ctx: &Context, rcvhwm: i32) -> (Socket, TcpStream, std::thread::JoinHandle<()>) {
+    let (mut pull, mut peer) = pull_and_raw_peer(ctx, rcvhwm);
     let drain = {
         let mut r = peer.try_clone().unwrap();
         std::thread::spawn(move || {
@@ -343,7 +344,7 @@ fn raw_push_peer(ctx: &Context) -> (Socket, TcpStream, std::thread::JoinHandle<(
 /// what the socket read first before what the I/O thread read later.
 fn held_stream_scenario() {
     let ctx = Context::new();
-    let (mut pull, mut peer, drain) = raw_push_peer(&ctx);
+    let (mut pull, mut peer, drain) = raw_push_peer(&ctx, 1000);
     let body = |i: u32| format!("m{i}").into_bytes();
     // A burst written while the socket waits in its next receive: read there, in turns.
     let mut next = 0;
@@ -390,7 +391,7 @@ fn wait_pollin(s: &mut Socket, what: &str) {
 fn deaf_io_thread_scenario() {
     rzmq_core::direct::set_hold_stale(Duration::from_secs(30));
     let ctx = Context::new();
-    let (mut pull, mut peer, drain) = raw_push_peer(&ctx);
+    let (mut pull, mut peer, drain) = raw_push_peer(&ctx, 1000);
     let body = |i: u32| format!("d{i}").into_bytes();
     let burst = |from: u32, to: u32| -> Vec<u8> {
         (from..to)
@@ -449,6 +450,87 @@ fn deaf_io_thread_scenario() {
     drain.join().unwrap();
 }
 
+/// A stream the I/O thread got ahead of: `n` short messages written at once (by a thread,
+/// since the kernel takes them only as they are read) while the application is away, so the
+/// I/O thread fills the socket's small pipe and stalls on it. Returns the writer and the body
+/// of message `i`.
+fn stalled_stream(
+    ctx: &Context,
+    tag: &'static str,
+    n: u32,
+) -> (
+    Socket,
+    TcpStream,
+    std::thread::JoinHandle<()>,
+    std::thread::JoinHandle<()>,
+) {
+    let (mut pull, peer, drain) = raw_push_peer(ctx, 50);
+    // A second message received with a blocking call: the socket says it receives so (the
+    // first may have come before the connection's input had its handle).
+    let mut w = peer.try_clone().unwrap();
+    w.write_all(&short_frame(false, b"second")).unwrap();
+    assert_eq!(recv_all(&mut pull), vec![b"second".to_vec()]);
+    let writer = std::thread::spawn(move || {
+        let bytes: Vec<u8> = (0..n)
+            .flat_map(|i| short_frame(false, format!("{tag}{i}").as_bytes()))
+            .collect();
+        w.write_all(&bytes).unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    (pull, peer, drain, writer)
+}
+
+/// A socket receiving with blocking calls takes over a stream its I/O thread got ahead of
+/// (the I/O thread delivers what it decoded and hands the input over instead of reading on);
+/// everything comes out in order. Without the hand-over the I/O thread keeps the pipe
+/// between its marks for the whole stream and the socket never reads the stream itself.
+fn stalled_stream_scenario() {
+    let ctx = Context::new();
+    let n = 200_000;
+    let (mut pull, peer, drain, writer) = stalled_stream(&ctx, "s", n);
+    let (got0, _) = rzmq_core::direct::rx_stats();
+    for i in 0..n {
+        assert_eq!(
+            recv_all(&mut pull),
+            vec![format!("s{i}").into_bytes()],
+            "message {i}"
+        );
+    }
+    writer.join().unwrap();
+    let (got1, _) = rzmq_core::direct::rx_stats();
+    assert!(
+        got1 > got0,
+        "the socket never read the stream its I/O thread got ahead of"
+    );
+    peer.shutdown(std::net::Shutdown::Both).unwrap();
+    drain.join().unwrap();
+}
+
+/// A socket that received with blocking calls and then only polls: a stream its I/O thread
+/// got ahead of must not wait for it (the stale timer is set far beyond the test's patience,
+/// so only polling can give the input back).
+fn stalled_stream_polled_scenario() {
+    rzmq_core::direct::set_hold_stale(Duration::from_secs(30));
+    let ctx = Context::new();
+    let n = 100_000;
+    let (mut pull, peer, drain, writer) = stalled_stream(&ctx, "p", n);
+    let mut i = 0;
+    while i < n {
+        wait_pollin(
+            &mut pull,
+            "a polling socket was left waiting for a stalled stream",
+        );
+        while let Ok(m) = pull.recv_multipart(rzmq_core::DONTWAIT) {
+            assert_eq!(m[0].data(), format!("p{i}").as_bytes(), "message {i}");
+            i += 1;
+        }
+    }
+    writer.join().unwrap();
+    rzmq_core::direct::set_hold_stale(rzmq_core::direct::RX_HOLD_STALE);
+    peer.shutdown(std::net::Shutdown::Both).unwrap();
+    drain.join().unwrap();
+}
+
 #[test]
 fn direct_receives_deliver_whole_messages_in_order() {
     // Polling before sleeping off: every reply is read after a sleep.
@@ -494,4 +576,6 @@ fn direct_receives_deliver_whole_messages_in_order() {
     shutdown_scenario();
     held_stream_scenario();
     deaf_io_thread_scenario();
+    stalled_stream_scenario();
+    stalled_stream_polled_scenario();
 }

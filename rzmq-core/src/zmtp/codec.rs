@@ -250,6 +250,35 @@ impl Decoder {
         self.unread.is_empty() && self.direct.is_none() && self.buffered() == 0
     }
 
+    /// True when the decoder holds no whole frame: nothing given back, and what it holds, if
+    /// anything, is one frame cut by the end of a read (its header or body incomplete).
+    pub(crate) fn only_cut_frame(&self) -> bool {
+        if !self.unread.is_empty() {
+            return false;
+        }
+        if let Some(d) = &self.direct {
+            return d.incomplete();
+        }
+        let p = self.batch.pending();
+        let Some(&flags) = p.first() else {
+            return true;
+        };
+        let (hdr, size) = if flags & FLAG_LONG != 0 {
+            let Some(b) = p.get(1..9) else {
+                return true;
+            };
+            let mut s = [0u8; 8];
+            s.copy_from_slice(b);
+            (9, u64::from_be_bytes(s))
+        } else {
+            let Some(&b) = p.get(1) else {
+                return true;
+            };
+            (2, u64::from(b))
+        };
+        ((p.len() - hdr) as u64) < size
+    }
+
     /// True while a large body is being read in place (the next read goes straight into it).
     pub(crate) fn in_body(&self) -> bool {
         self.direct.as_ref().is_some_and(|d| d.incomplete())

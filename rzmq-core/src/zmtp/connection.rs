@@ -930,11 +930,17 @@ impl Connection {
     }
 
     /// Whether another thread may read and decode this session's input for a while (see
-    /// [`crate::direct`]): ready, no CURVE, nothing received left undecoded, and no timer that
-    /// input resets (heartbeat timeout, the peer's TTL).
-    pub(crate) fn input_idle(&self) -> bool {
+    /// [`crate::direct`]): ready, no CURVE, nothing received left undecoded (with `cut_ok`,
+    /// but a frame cut by the end of the last read, which the reader continues with this
+    /// decoder), and no timer that input resets (heartbeat timeout, the peer's TTL).
+    pub(crate) fn input_idle(&self, cut_ok: bool) -> bool {
+        (self.dec.is_clean() || (cut_ok && self.dec.only_cut_frame())) && self.input_shareable()
+    }
+
+    /// Whether another thread may read this session's input at all: [`Connection::input_idle`]
+    /// but for what the decoder holds now.
+    pub(crate) fn input_shareable(&self) -> bool {
         self.is_ready()
-            && self.dec.is_clean()
             && !self.dec.has_opener()
             && self.timeout_deadline.is_none()
             && self.ttl_deadline.is_none()
@@ -953,6 +959,11 @@ impl Connection {
 
     /// Puts `dec` in place of the session's decoder (input another thread decoded part of),
     /// returning the one it replaces.
+    /// True when the decoder holds nothing received (no frame cut by the last read either).
+    pub(crate) fn input_clean(&self) -> bool {
+        self.dec.is_clean()
+    }
+
     pub(crate) fn swap_decoder(&mut self, dec: Decoder) -> Decoder {
         std::mem::replace(&mut self.dec, dec)
     }
