@@ -192,6 +192,10 @@ struct EndpointRec {
     handle: EndpointHandle,
 }
 
+/// How many blocking receives a socket whose pipe has no connection input to ask for (see
+/// [`Socket::want_input`]) makes before it looks again.
+const WANT_PROBE_EVERY: u32 = 1024;
+
 /// A ZeroMQ socket.
 pub struct Socket {
     shared: Arc<SocketShared>,
@@ -214,6 +218,8 @@ pub struct Socket {
     /// The pipe whose input this socket last asked for in a blocking receive (see
     /// [`crate::direct::DirectRx::want`]); given up with held input.
     wanted_rx: Option<PipeId>,
+    /// Blocking receives left before [`Socket::want_input`] looks again.
+    want_probe: u32,
 }
 
 impl std::fmt::Debug for Socket {
@@ -257,6 +263,7 @@ impl Socket {
             spin: crate::direct::Spin::default(),
             held_rx: None,
             wanted_rx: None,
+            want_probe: 0,
         })
     }
 
@@ -475,7 +482,11 @@ impl Socket {
         self.check_alive()?;
         self.process_if_pending()?;
         if self.wanted_rx.is_none() && flags & DONTWAIT == 0 && self.options.rcvtimeo != 0 {
-            self.want_input();
+            if self.want_probe == 0 {
+                self.want_input();
+            } else {
+                self.want_probe -= 1;
+            }
         }
         match self.pattern.recv(&mut self.pipes) {
             Ok(m) => return Ok(self.received(m)),
@@ -518,20 +529,21 @@ impl Socket {
     /// A blocking receive on a socket with one pipe: tells the pipe's connection input that
     /// this socket receives with blocking calls (see [`crate::direct::DirectRx::want`]), so an
     /// I/O thread that got ahead of it hands the stream over.
+    /// A socket whose pipe has no connection input to ask for (inproc, or not yet) looks
+    /// again only every [`WANT_PROBE_EVERY`] blocking receives.
     #[cold]
     fn want_input(&mut self) {
-        let Some(id) = self.pipes.only() else {
-            return;
-        };
-        let Some(rx) = self
-            .pipes
-            .get_mut(id)
-            .and_then(|e| e.reader.direct_rx().cloned())
-        else {
-            return;
-        };
-        rx.want();
-        self.wanted_rx = Some(id);
+        let rx = self.pipes.only().and_then(|id| {
+            let rx = self.pipes.get_mut(id)?.reader.direct_rx()?.clone();
+            Some((id, rx))
+        });
+        match rx {
+            Some((id, rx)) => {
+                rx.want();
+                self.wanted_rx = Some(id);
+            }
+            None => self.want_probe = WANT_PROBE_EVERY,
+        }
     }
 
     /// A direct receive; `None` when input is not the socket's to take now.
