@@ -750,11 +750,7 @@ impl DirectRx {
                     {
                         // Offered with a frame cut by the I/O thread's last read: it continues
                         // with the decoder holding it.
-                        let mut d = self.decoders();
-                        if d.spare.as_ref().is_some_and(|dec| !dec.is_clean()) {
-                            return Some(d.spare.take());
-                        }
-                        return Some(None);
+                        return Some(self.take_cut_spare());
                     }
                 }
                 RX_READING => {
@@ -884,37 +880,10 @@ impl DirectRx {
         let state = self.state.load(Ordering::Acquire);
         match state {
             RX_HELD_MISSED | RX_HELD if now == seen && (deaf || state == RX_HELD_MISSED) => {
-                if self
-                    .state
-                    .compare_exchange(state, RX_IO, Ordering::AcqRel, Ordering::Acquire)
-                    .is_err()
-                {
-                    // The reader came back just now.
-                    return Stale::Held(self.claims.load(Ordering::Acquire));
-                }
-                TAKEN_BACK.fetch_add(1, Ordering::Relaxed);
-                let mut d = self.decoders();
-                if d.spare.as_ref().is_some_and(|dec| !dec.is_clean()) {
-                    return Stale::Taken(d.spare.take());
-                }
-                Stale::Taken(None)
+                self.take_back(state)
             }
             // Offered to a reader that receives with blocking calls and has not come for it.
-            RX_OFFERED if now == seen && self.offered_wanted() => {
-                if self
-                    .state
-                    .compare_exchange(RX_OFFERED, RX_IO, Ordering::AcqRel, Ordering::Acquire)
-                    .is_err()
-                {
-                    return Stale::Held(self.claims.load(Ordering::Acquire));
-                }
-                TAKEN_BACK.fetch_add(1, Ordering::Relaxed);
-                let mut d = self.decoders();
-                if d.spare.as_ref().is_some_and(|dec| !dec.is_clean()) {
-                    return Stale::Taken(d.spare.take());
-                }
-                Stale::Taken(None)
-            }
+            RX_OFFERED if now == seen && self.offered_wanted() => self.take_back(RX_OFFERED),
             RX_OFFERED if self.offered_wanted() => Stale::Held(now),
             // Readiness left to the reader, which is still at work: look again later (a
             // reader in its receive turns MISSED into HELD_MISSED when it returns holding).
@@ -923,6 +892,31 @@ impl DirectRx {
             // Nothing waits (the next readiness sets the timer again), or input is not held.
             _ => Stale::Gone,
         }
+    }
+
+    /// I/O thread: takes input back from a reader found in `state` that did not come back
+    /// (see [`DirectRx::steal_if_stale`]).
+    fn take_back(&self, state: u8) -> Stale {
+        if self
+            .state
+            .compare_exchange(state, RX_IO, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // The reader came back just now.
+            return Stale::Held(self.claims.load(Ordering::Acquire));
+        }
+        TAKEN_BACK.fetch_add(1, Ordering::Relaxed);
+        Stale::Taken(self.take_cut_spare())
+    }
+
+    /// The reader's decoder when it holds a frame cut between reads (the I/O thread continues
+    /// with it); None when it is clean or absent.
+    fn take_cut_spare(&self) -> Option<crate::zmtp::codec::Decoder> {
+        let mut d = self.decoders();
+        if d.spare.as_ref().is_some_and(|dec| !dec.is_clean()) {
+            return d.spare.take();
+        }
+        None
     }
 
     /// I/O thread, which owns input: takes the reader's decoder (to offer input with its own,
@@ -1179,15 +1173,10 @@ impl DirectRx {
     /// Reader, before it returns from the receive: lets go of input (handing it back when
     /// half a message or more input is waiting).
     pub fn release(&self) {
-        {
-            let mut d = self.decoders();
-            if d.spare.as_ref().is_some_and(|dec| !dec.is_clean()) {
-                // Half a message arrived: the I/O thread continues with it.
-                let dec = d.spare.take();
-                drop(d);
-                self.hand_back(dec);
-                return;
-            }
+        if let Some(dec) = self.take_cut_spare() {
+            // Half a message arrived: the I/O thread continues with it.
+            self.hand_back(Some(dec));
+            return;
         }
         loop {
             match self.state.load(Ordering::Acquire) {
