@@ -209,30 +209,33 @@ fn rdma_endpoints_refuse_a_libzmq_peer_and_deliver_nothing() {
 fn a_cut_wire_closes_the_connection_releases_every_buffer_and_spares_the_others() {
     setup();
     let ctx = Context::new();
-    // Victim pair on 127.0.0.1, bystander pair on 127.0.0.2: different soft devices, so cutting
-    // the wires of the first address leaves the second connection alone.
+    // Victim pair on 127.0.0.5, bystander pair on 127.0.0.6: different soft devices, so cutting
+    // the wires of the first address leaves the second connection alone. No other test of this
+    // binary uses these addresses: cutting a device's wires cuts every connection on it, and the
+    // tests run concurrently (on 127.0.0.1, a request in flight of another test would be lost).
     let mut pull = sock(&ctx, SocketType::Pull);
-    pull.bind("tcp://127.0.0.1:*").unwrap();
+    pull.bind("tcp://127.0.0.5:*").unwrap();
     let ep = pull.last_endpoint().to_string();
     let mut push = sock(&ctx, SocketType::Push);
     push.set_option_i32(opt::RECONNECT_IVL, 20).unwrap();
     let mut mon = watch(&ctx, &mut push, "rdma-fault");
-    push.connect(&ep).unwrap();
+    // From 127.0.0.5 too (the kernel would pick 127.0.0.1 as the source otherwise).
+    push.connect(&ep.replacen("tcp://", "tcp://127.0.0.5:0;", 1))
+        .unwrap();
     assert_eq!(next_transport(&mut mon), monitor::TRANSPORT_RDMA);
 
     let mut other_pull = sock(&ctx, SocketType::Pull);
-    other_pull.bind("tcp://127.0.0.2:*").unwrap();
+    other_pull.bind("tcp://127.0.0.6:*").unwrap();
     let other_ep = other_pull.last_endpoint().to_string();
     let mut other_push = sock(&ctx, SocketType::Push);
     let mut other_mon = watch(&ctx, &mut other_push, "rdma-bystander");
-    // From 127.0.0.2 too (the kernel would pick 127.0.0.1 as the source otherwise).
-    let other_src = other_ep.replacen("tcp://", "tcp://127.0.0.2:0;", 1);
+    let other_src = other_ep.replacen("tcp://", "tcp://127.0.0.6:0;", 1);
     other_push.connect(&other_src).unwrap();
     assert_eq!(next_transport(&mut other_mon), monitor::TRANSPORT_RDMA);
 
     push.send("before", 0).unwrap();
     assert_eq!(pull.recv_bytes(0).unwrap(), b"before");
-    let cut = rzmq_rdma::provider::soft::cut_wires_at("127.0.0.1".parse().unwrap());
+    let cut = rzmq_rdma::provider::soft::cut_wires_at("127.0.0.5".parse().unwrap());
     assert!(cut >= 2, "cut {cut} wires");
     // Frames sent now find the wire dead (their WRITEs are retried, then fail): they may be lost,
     // as messages in flight on a broken tcp connection may be, but every buffer is released.
@@ -396,7 +399,7 @@ fn a_sender_with_many_large_frames_queued_keeps_one_rdma_connection() {
     // and the READs never exceed the QP's limit. One RDMA connection carries every frame.
     setup();
     let ctx = Context::new();
-    // Away from the wires the cut-wire test cuts on 127.0.0.1, and from two addresses: one soft
+    // Away from the wires the cut-wire test cuts on 127.0.0.5, and from two addresses: one soft
     // device (NIC thread) per end, as between two hosts.
     let mut pull = sock(&ctx, SocketType::Pull);
     pull.bind("tcp://127.0.0.3:*").unwrap();
