@@ -44,14 +44,29 @@ pub(crate) fn call_or<T>(fail: T, f: impl FnOnce() -> Result<T, Error>) -> T {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {
-            set_errno(e.errno());
+            report(e);
             fail
         }
         Err(_) => {
-            set_errno(EPANIC);
+            report_panic();
             fail
         }
     }
+}
+
+/// Sets errno for `e` (out of line: the success path of every call stays a compare and a move,
+/// not a jump over every error kind).
+#[cold]
+#[inline(never)]
+fn report(e: Error) {
+    set_errno(e.errno());
+}
+
+/// Sets errno for a panic caught at the ABI boundary.
+#[cold]
+#[inline(never)]
+fn report_panic() {
+    set_errno(EPANIC);
 }
 
 /// Retrieves the errno as libzmq knows it (the calling thread's `errno`).

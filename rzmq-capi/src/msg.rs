@@ -11,6 +11,7 @@
 //! re-enter this library.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::mem::MaybeUninit;
 
 use rzmq_core::msg::{Msg, MSG_SIZE};
 use rzmq_core::Error;
@@ -174,11 +175,17 @@ pub unsafe extern "C" fn zmq_msg_init_size(msg: *mut zmq_msg_t, size: usize) -> 
         if !aligned(msg) {
             return Err(Error::Fault);
         }
-        let m = if size <= rzmq_core::pool::POOL_MAX {
-            Msg::with_size_recycled(size)
-        } else {
-            Msg::from_vec(alloc_zeroed(size)?)
-        };
+        if size <= rzmq_core::pool::POOL_MAX {
+            // SAFETY: checked aligned and non-null, so msg points to a zmq_msg_t (caller's
+            // contract) whose first bytes hold a Msg (size and alignment checked at compile
+            // time); the message is built there and then marked live.
+            unsafe {
+                Msg::write_with_size_recycled(&mut *(msg as *mut MaybeUninit<Msg>), size);
+                set_tag(msg, LIVE);
+            }
+            return Ok(0);
+        }
+        let m = Msg::from_vec(alloc_zeroed(size)?);
         // SAFETY: caller's contract.
         unsafe { init_with(msg, m) }
     })

@@ -557,6 +557,23 @@ impl Msg {
         }
     }
 
+    /// [`Msg::with_size_recycled`] written into `dst`: a small frame (the common case) is built
+    /// in place, every other size by an out-of-line call that returns into `dst` (the C ABI
+    /// keeps its messages in the caller's `zmq_msg_t`; a temporary would be copied there).
+    #[inline(always)]
+    pub fn write_with_size_recycled(dst: &mut std::mem::MaybeUninit<Msg>, len: usize) {
+        if len > INLINE_CAP && len < crate::pool::POOL_MIN {
+            dst.write(Msg::owned(small_storage(len).0, len));
+        } else {
+            dst.write(Msg::with_size_recycled_outlined(len));
+        }
+    }
+
+    #[inline(never)]
+    fn with_size_recycled_outlined(len: usize) -> Msg {
+        Msg::with_size_recycled(len)
+    }
+
     /// A frame of the first `len` bytes of `buf`.
     fn owned(buf: Arc<[u8]>, len: usize) -> Msg {
         debug_assert!(len <= buf.len());
@@ -947,6 +964,33 @@ mod tests {
         assert_eq!(Arc::strong_count(&md), 1);
         assert!(MetaRefs::new(None).take().is_none());
     }
+    #[test]
+    fn frames_written_in_place_have_their_size_and_writable_unique_bytes() {
+        use std::mem::MaybeUninit;
+        let sizes = [
+            0,
+            1,
+            INLINE_CAP,
+            INLINE_CAP + 1,
+            64,
+            1000,
+            crate::pool::POOL_MIN - 1,
+            crate::pool::POOL_MIN,
+            1 << 20,
+        ];
+        for len in sizes {
+            let mut slot = MaybeUninit::<Msg>::uninit();
+            Msg::write_with_size_recycled(&mut slot, len);
+            // SAFETY: write_with_size_recycled initialised the slot.
+            let mut m = unsafe { slot.assume_init() };
+            assert_eq!(m.len(), len);
+            assert!(!m.more() && m.holds_nothing() == (len <= INLINE_CAP));
+            let bytes = m.data_mut().expect("a fresh frame is unique");
+            bytes.fill(0xa5);
+            assert!(m.data().iter().all(|&b| b == 0xa5), "{len}");
+        }
+    }
+
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]
