@@ -15,7 +15,7 @@ use rzmq_core::{Error, Msg, Socket, SocketType, DONTWAIT, SNDMORE};
 use crate::ctx::ctx_ref;
 use crate::errno::{call, call_or};
 use crate::handle::{self, SOCKET_TAG};
-use crate::msg::{external, msg_ref, msg_take, msg_write, zmq_msg_t};
+use crate::msg::{external, msg_mut, msg_take, msg_write, zmq_msg_t};
 
 /// What a socket `void*` points to.
 #[repr(C)]
@@ -287,14 +287,12 @@ pub unsafe extern "C" fn zmq_msg_recv(msg: *mut zmq_msg_t, s: *mut c_void, flags
         // SAFETY: caller's contract.
         let sock = unsafe { sock_mut(s) }?;
         // SAFETY: caller's contract.
-        unsafe { msg_ref(msg) }?;
+        let slot = unsafe { msg_mut(msg) }?;
         let m = sock.recv_msg(core_flags(flags))?;
         let n = clamp_size(m.len());
-        // SAFETY: checked live above, and nothing else touched it since.
-        let old = unsafe { msg_take(msg) }?;
-        // SAFETY: as above.
-        unsafe { msg_write(msg, m) };
-        drop(old);
+        // The previous content is released in place and the frame moved in: the zmq_msg_t
+        // stays live throughout.
+        *slot = m;
         Ok(n)
     })
 }
