@@ -15,7 +15,7 @@ use rzmq_core::{Error, Msg, Socket, SocketType, DONTWAIT, SNDMORE};
 use crate::ctx::ctx_ref;
 use crate::errno::{call, call_or};
 use crate::handle::{self, SOCKET_TAG};
-use crate::msg::{external, msg_mut, msg_take, msg_write, zmq_msg_t};
+use crate::msg::{external, msg_mut, zmq_msg_t};
 
 /// What a socket `void*` points to.
 #[repr(C)]
@@ -261,16 +261,15 @@ pub unsafe extern "C" fn zmq_msg_send(msg: *mut zmq_msg_t, s: *mut c_void, flags
         // SAFETY: caller's contract.
         let sock = unsafe { sock_mut(s) }?;
         // SAFETY: caller's contract.
-        let m = unsafe { msg_take(msg) }?;
-        match send(sock, m, flags) {
-            Ok(n) => {
-                // SAFETY: msg was checked live (hence aligned and writable) by msg_take.
-                unsafe { msg_write(msg, Msg::new()) };
-                Ok(n)
-            }
+        let slot = unsafe { msg_mut(msg) }?;
+        // The caller's message is empty from here on (as after a successful send), and gets
+        // the frame back if the send fails; it stays live throughout.
+        let m = std::mem::take(slot);
+        let n = clamp_size(m.len());
+        match sock.send_msg(m, core_flags(flags)) {
+            Ok(()) => Ok(n),
             Err((m, e)) => {
-                // SAFETY: as above; the message goes back to the caller.
-                unsafe { msg_write(msg, m) };
+                *slot = m;
                 Err(e)
             }
         }
