@@ -196,6 +196,12 @@ struct EndpointRec {
 /// [`Socket::want_input`]) makes before it looks again.
 const WANT_PROBE_EVERY: u32 = 1024;
 
+/// Frames from this size on (the pool's large bodies) make a socket stop asking for its
+/// connection's input (see [`Socket::want_input`]): on a stream of large frames the I/O
+/// thread's read-ahead overlaps the kernel's copy of the next frame with the application's
+/// work on this one, which a socket reading the stream itself would do one after the other.
+const LARGE_RX: usize = crate::pool::POOL_MIN;
+
 /// A ZeroMQ socket.
 pub struct Socket {
     shared: Arc<SocketShared>,
@@ -220,6 +226,8 @@ pub struct Socket {
     wanted_rx: Option<PipeId>,
     /// Blocking receives left before [`Socket::want_input`] looks again.
     want_probe: u32,
+    /// The last frame received was large ([`LARGE_RX`]): no asking for the input.
+    rx_large: bool,
 }
 
 impl std::fmt::Debug for Socket {
@@ -264,6 +272,7 @@ impl Socket {
             held_rx: None,
             wanted_rx: None,
             want_probe: 0,
+            rx_large: false,
         })
     }
 
@@ -481,7 +490,11 @@ impl Socket {
     pub fn recv_msg(&mut self, flags: i32) -> Result<Msg> {
         self.check_alive()?;
         self.process_if_pending()?;
-        if self.wanted_rx.is_none() && flags & DONTWAIT == 0 && self.options.rcvtimeo != 0 {
+        if self.wanted_rx.is_none()
+            && !self.rx_large
+            && flags & DONTWAIT == 0
+            && self.options.rcvtimeo != 0
+        {
             if self.want_probe == 0 {
                 self.want_input();
             } else {
@@ -555,9 +568,12 @@ impl Socket {
         let id = self.pipes.only()?;
         let reader = &mut self.pipes.get_mut(id)?.reader;
         let rx = reader.direct_rx()?.clone();
-        // This socket receives with blocking calls: input offered to it may wait for it.
-        rx.want();
-        self.wanted_rx = Some(id);
+        // This socket receives with blocking calls: input offered to it may wait for it
+        // (unless its frames are large).
+        if !self.rx_large {
+            rx.want();
+            self.wanted_rx = Some(id);
+        }
         if !rx.claim() {
             return None;
         }
@@ -668,7 +684,40 @@ impl Socket {
     #[inline]
     fn received(&mut self, m: Msg) -> Msg {
         self.rcvmore = m.more();
+        if (m.len() >= LARGE_RX) != self.rx_large {
+            self.rx_size_class_changed();
+        }
         m
+    }
+
+    /// Frames went from small to large or back: a socket receiving large frames stops asking
+    /// for its connection's input (see [`LARGE_RX`]) and gives it back if it asked.
+    #[cold]
+    fn rx_size_class_changed(&mut self) {
+        self.rx_large = !self.rx_large;
+        if self.rx_large {
+            self.unwant_input();
+        }
+    }
+
+    /// Whether this socket has told its connection's input that it receives with blocking
+    /// calls (see [`crate::direct::DirectRx::want`]); for tests and diagnostics.
+    #[doc(hidden)]
+    pub fn asks_for_input(&self) -> bool {
+        self.wanted_rx.is_some()
+    }
+
+    /// Takes back what [`Socket::want_input`] told the pipe's connection input.
+    fn unwant_input(&mut self) {
+        if let Some(id) = self.wanted_rx.take() {
+            if let Some(rx) = self
+                .pipes
+                .get_mut(id)
+                .and_then(|e| e.reader.direct_rx().cloned())
+            {
+                rx.unwant();
+            }
+        }
     }
 
     /// Gives held input back (see [`crate::direct::DirectRx::release`]) before the socket
@@ -680,15 +729,7 @@ impl Socket {
                 None => self.held_rx = None,
             }
         }
-        if let Some(id) = self.wanted_rx.take() {
-            if let Some(rx) = self
-                .pipes
-                .get_mut(id)
-                .and_then(|e| e.reader.direct_rx().cloned())
-            {
-                rx.unwant();
-            }
-        }
+        self.unwant_input();
     }
 
     /// Receives one frame as bytes.

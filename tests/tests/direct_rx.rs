@@ -531,6 +531,52 @@ fn stalled_stream_polled_scenario() {
     drain.join().unwrap();
 }
 
+/// A socket receiving large frames stops asking for its connection's input (the I/O thread
+/// reading ahead overlaps the kernel's copy with the application's work), and asks again once
+/// its frames are small. The sender pauses before each frame, so each receive waits.
+fn large_frames_scenario() {
+    let ctx = Context::new();
+    let mut pull = sock(&ctx, SocketType::Pull, 3000);
+    pull.bind("tcp://127.0.0.1:*").unwrap();
+    // The sender in a context of its own, as in another process: its connection does not
+    // share the receiver's I/O thread.
+    let push_ctx = Context::new();
+    let mut push = sock(&push_ctx, SocketType::Push, 3000);
+    push.connect(pull.last_endpoint()).unwrap();
+    let frame = |i: usize| -> Vec<u8> {
+        match i {
+            5..=9 => payload(64 * 1024, i as u8),
+            _ => format!("small {i}").into_bytes(),
+        }
+    };
+    let sender = std::thread::spawn(move || {
+        for i in 0..15 {
+            std::thread::sleep(Duration::from_millis(30));
+            push.send(Msg::from_vec(frame(i)), 0).unwrap();
+        }
+        push
+    });
+    for i in 0..15 {
+        assert_eq!(pull.recv_bytes(0).unwrap(), frame(i), "frame {i}");
+        match i {
+            4 => assert!(
+                pull.asks_for_input(),
+                "a socket waiting for small frames did not ask for its input"
+            ),
+            5..=10 => assert!(
+                !pull.asks_for_input(),
+                "a socket receiving large frames asks for its input (after frame {i})"
+            ),
+            14 => assert!(
+                pull.asks_for_input(),
+                "small frames again, and the socket did not ask for its input"
+            ),
+            _ => {}
+        }
+    }
+    drop(sender.join().unwrap());
+}
+
 #[test]
 fn direct_receives_deliver_whole_messages_in_order() {
     // Polling before sleeping off: every reply is read after a sleep.
@@ -578,4 +624,5 @@ fn direct_receives_deliver_whole_messages_in_order() {
     deaf_io_thread_scenario();
     stalled_stream_scenario();
     stalled_stream_polled_scenario();
+    large_frames_scenario();
 }
