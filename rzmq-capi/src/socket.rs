@@ -15,7 +15,7 @@ use rzmq_core::{Error, Msg, Socket, SocketType, DONTWAIT, SNDMORE};
 use crate::ctx::ctx_ref;
 use crate::errno::{call, call_or};
 use crate::handle::{self, SOCKET_TAG};
-use crate::msg::{external, msg_mut, zmq_msg_t};
+use crate::msg::{external, msg_mut, msg_write, zmq_msg_t};
 
 /// What a socket `void*` points to.
 #[repr(C)]
@@ -287,11 +287,19 @@ pub unsafe extern "C" fn zmq_msg_recv(msg: *mut zmq_msg_t, s: *mut c_void, flags
         let sock = unsafe { sock_mut(s) }?;
         // SAFETY: caller's contract.
         let slot = unsafe { msg_mut(msg) }?;
+        // As libzmq: the previous content is released first (its storage can serve the frame
+        // received now), and a receive that fails leaves the message empty.
+        if slot.holds_nothing() {
+            // An inline frame owns nothing: overwritten, not dropped.
+            // SAFETY: msg_mut checked msg live (aligned, writable).
+            unsafe { msg_write(msg, Msg::new()) };
+        } else {
+            drop(std::mem::take(slot));
+        }
         let m = sock.recv_msg(core_flags(flags))?;
         let n = clamp_size(m.len());
-        // The previous content is released in place and the frame moved in: the zmq_msg_t
-        // stays live throughout.
-        *slot = m;
+        // SAFETY: as above; what it holds now is empty, so overwriting it loses nothing.
+        unsafe { msg_write(msg, m) };
         Ok(n)
     })
 }

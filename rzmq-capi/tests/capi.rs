@@ -237,6 +237,32 @@ fn msg_lifecycle_and_errors() {
     }
 }
 
+#[test]
+fn a_receive_releases_the_previous_content_first() {
+    // As libzmq: zmq_msg_recv releases what the message held before it receives, so a receive
+    // that fails (EAGAIN) leaves it empty, whether it held an inline frame or a larger one.
+    let ctx = Ctx::new();
+    let a = ctx.socket(ZMQ_PAIR);
+    let b = ctx.socket(ZMQ_PAIR);
+    bind(a, "inproc://release-first");
+    connect(b, "inproc://release-first");
+    let mut m = new_msg();
+    // SAFETY: m is a live zmq_msg_t on this stack.
+    unsafe {
+        assert_eq!(zmq_msg_init(&mut m), 0);
+        for body in [&b"hello"[..], &[7u8; 4000][..]] {
+            assert_eq!(send(b, body, 0), body.len() as c_int);
+            assert_eq!(zmq_msg_recv(&mut m, a, 0), body.len() as c_int);
+            assert_eq!(zmq_msg_size(&m), body.len());
+            fails(zmq_msg_recv(&mut m, a, ZMQ_DONTWAIT), libc::EAGAIN);
+            assert_eq!(zmq_msg_size(&m), 0, "after {} bytes", body.len());
+        }
+        assert_eq!(zmq_msg_close(&mut m), 0);
+    }
+    close(a);
+    close(b);
+}
+
 static FREED: AtomicUsize = AtomicUsize::new(0);
 
 unsafe extern "C" fn count_free(data: *mut c_void, hint: *mut c_void) {
