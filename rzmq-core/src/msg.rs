@@ -964,6 +964,7 @@ mod tests {
         assert_eq!(Arc::strong_count(&md), 1);
         assert!(MetaRefs::new(None).take().is_none());
     }
+
     #[test]
     fn frames_written_in_place_have_their_size_and_writable_unique_bytes() {
         use std::mem::MaybeUninit;
