@@ -202,6 +202,41 @@ const WANT_PROBE_EVERY: u32 = 1024;
 /// work on this one, which a socket reading the stream itself would do one after the other.
 const LARGE_RX: usize = crate::pool::POOL_MIN;
 
+/// Small frames in a row after which a socket that received a large frame asks for its input
+/// again: messages that mix a small header with a large body keep the I/O thread reading ahead.
+const RX_SMALL_RUN: u32 = 64;
+
+/// Whether a socket's recent frames were large (see [`LARGE_RX`] and [`RX_SMALL_RUN`]).
+#[derive(Debug, Default)]
+struct RxSize {
+    /// A frame received lately was large: the socket does not ask for its input.
+    large: bool,
+    /// Small frames received in a row since the last large one.
+    small_run: u32,
+}
+
+impl RxSize {
+    /// Notes a frame of `len` bytes; true when the frames just turned large.
+    #[inline]
+    fn seen(&mut self, len: usize) -> bool {
+        let large = len >= LARGE_RX;
+        (large || self.large) && self.seen_after_large(large)
+    }
+
+    #[inline(never)]
+    fn seen_after_large(&mut self, large: bool) -> bool {
+        if large {
+            self.small_run = 0;
+            return !std::mem::replace(&mut self.large, true);
+        }
+        self.small_run += 1;
+        if self.small_run >= RX_SMALL_RUN {
+            self.large = false;
+        }
+        false
+    }
+}
+
 /// A ZeroMQ socket.
 pub struct Socket {
     shared: Arc<SocketShared>,
@@ -226,8 +261,8 @@ pub struct Socket {
     wanted_rx: Option<PipeId>,
     /// Blocking receives left before [`Socket::want_input`] looks again.
     want_probe: u32,
-    /// The last frame received was large ([`LARGE_RX`]): no asking for the input.
-    rx_large: bool,
+    /// Whether its recent frames were large: then it does not ask for its input.
+    rx_size: RxSize,
 }
 
 impl std::fmt::Debug for Socket {
@@ -272,7 +307,7 @@ impl Socket {
             held_rx: None,
             wanted_rx: None,
             want_probe: 0,
-            rx_large: false,
+            rx_size: RxSize::default(),
         })
     }
 
@@ -491,7 +526,7 @@ impl Socket {
         self.check_alive()?;
         self.process_if_pending()?;
         if self.wanted_rx.is_none()
-            && !self.rx_large
+            && !self.rx_size.large
             && flags & DONTWAIT == 0
             && self.options.rcvtimeo != 0
         {
@@ -570,7 +605,7 @@ impl Socket {
         let rx = reader.direct_rx()?.clone();
         // This socket receives with blocking calls: input offered to it may wait for it
         // (unless its frames are large).
-        if !self.rx_large {
+        if !self.rx_size.large {
             rx.want();
             self.wanted_rx = Some(id);
         }
@@ -684,20 +719,11 @@ impl Socket {
     #[inline]
     fn received(&mut self, m: Msg) -> Msg {
         self.rcvmore = m.more();
-        if (m.len() >= LARGE_RX) != self.rx_large {
-            self.rx_size_class_changed();
-        }
-        m
-    }
-
-    /// Frames went from small to large or back: a socket receiving large frames stops asking
-    /// for its connection's input (see [`LARGE_RX`]) and gives it back if it asked.
-    #[cold]
-    fn rx_size_class_changed(&mut self) {
-        self.rx_large = !self.rx_large;
-        if self.rx_large {
+        if self.rx_size.seen(m.len()) {
+            // Large frames now: the I/O thread reads ahead again (see LARGE_RX).
             self.unwant_input();
         }
+        m
     }
 
     /// Whether this socket has told its connection's input that it receives with blocking
@@ -1162,5 +1188,34 @@ impl EventSink for MonitorSocket {
         self.0
             .send_msg(frame, DONTWAIT | if more { SNDMORE } else { 0 })
             .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_turn_large_at_once_and_small_after_a_run() {
+        let mut rx = RxSize::default();
+        for _ in 0..1000 {
+            assert!(!rx.seen(64));
+        }
+        assert!(!rx.large);
+        assert!(rx.seen(LARGE_RX), "the first large frame turns it");
+        assert!(!rx.seen(LARGE_RX) && rx.large, "turned once");
+        // A small header before each large body keeps it large.
+        for _ in 0..200 {
+            assert!(!rx.seen(100));
+            assert!(!rx.seen(1 << 20));
+            assert!(rx.large);
+        }
+        for i in 1..RX_SMALL_RUN {
+            assert!(!rx.seen(LARGE_RX - 1));
+            assert!(rx.large, "still large after {i} small frames");
+        }
+        assert!(!rx.seen(0));
+        assert!(!rx.large, "small after a run of {RX_SMALL_RUN}");
+        assert!(rx.seen(LARGE_RX), "and large again");
     }
 }

@@ -532,8 +532,10 @@ fn stalled_stream_polled_scenario() {
 }
 
 /// A socket receiving large frames stops asking for its connection's input (the I/O thread
-/// reading ahead overlaps the kernel's copy with the application's work), and asks again once
-/// its frames are small. The sender pauses before each frame, so each receive waits.
+/// reading ahead overlaps the kernel's copy with the application's work), also while large
+/// frames alternate with small ones (a header and its body), and asks again after a run of
+/// small frames. The sender pauses before each of the first frames and the last three, so
+/// those receives wait.
 fn large_frames_scenario() {
     let ctx = Context::new();
     let mut pull = sock(&ctx, SocketType::Pull, 3000);
@@ -543,37 +545,44 @@ fn large_frames_scenario() {
     let push_ctx = Context::new();
     let mut push = sock(&push_ctx, SocketType::Push, 3000);
     push.connect(pull.last_endpoint()).unwrap();
+    // 0-4 small, 5-9 large, 10-19 small and large in turn, then 100 small ones.
+    const PACED: usize = 20;
+    const ALL: usize = PACED + 100;
     let frame = |i: usize| -> Vec<u8> {
-        match i {
-            5..=9 => payload(64 * 1024, i as u8),
-            _ => format!("small {i}").into_bytes(),
+        if (5..=9).contains(&i) || ((10..PACED).contains(&i) && i % 2 == 1) {
+            payload(64 * 1024, i as u8)
+        } else {
+            format!("small {i}").into_bytes()
         }
     };
     let sender = std::thread::spawn(move || {
-        for i in 0..15 {
-            std::thread::sleep(Duration::from_millis(30));
+        for i in 0..ALL {
+            if !(PACED..ALL - 3).contains(&i) {
+                std::thread::sleep(Duration::from_millis(30));
+            }
             push.send(Msg::from_vec(frame(i)), 0).unwrap();
         }
         push
     });
-    for i in 0..15 {
+    for i in 0..ALL {
         assert_eq!(pull.recv_bytes(0).unwrap(), frame(i), "frame {i}");
         match i {
             4 => assert!(
                 pull.asks_for_input(),
                 "a socket waiting for small frames did not ask for its input"
             ),
-            5..=10 => assert!(
+            5..PACED => assert!(
                 !pull.asks_for_input(),
                 "a socket receiving large frames asks for its input (after frame {i})"
-            ),
-            14 => assert!(
-                pull.asks_for_input(),
-                "small frames again, and the socket did not ask for its input"
             ),
             _ => {}
         }
     }
+    // The last receives waited after a long run of small frames: they asked.
+    assert!(
+        pull.asks_for_input(),
+        "small frames again, and the socket did not ask for its input"
+    );
     drop(sender.join().unwrap());
 }
 
