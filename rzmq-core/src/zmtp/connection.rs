@@ -957,13 +957,13 @@ impl Connection {
         self.dec.fresh()
     }
 
-    /// Puts `dec` in place of the session's decoder (input another thread decoded part of),
-    /// returning the one it replaces.
     /// True when the decoder holds nothing received (no frame cut by the last read either).
     pub(crate) fn input_clean(&self) -> bool {
         self.dec.is_clean()
     }
 
+    /// Puts `dec` in place of the session's decoder (input another thread decoded part of),
+    /// returning the one it replaces.
     pub(crate) fn swap_decoder(&mut self, dec: Decoder) -> Decoder {
         std::mem::replace(&mut self.dec, dec)
     }
