@@ -288,20 +288,35 @@ pub unsafe extern "C" fn zmq_msg_recv(msg: *mut zmq_msg_t, s: *mut c_void, flags
         // SAFETY: caller's contract.
         let slot = unsafe { msg_mut(msg) }?;
         // As libzmq: the previous content is released first (its storage can serve the frame
-        // received now), and a receive that fails leaves the message empty.
-        if slot.holds_nothing() {
-            // An inline frame owns nothing: overwritten, not dropped.
-            // SAFETY: msg_mut checked msg live (aligned, writable).
-            unsafe { msg_write(msg, Msg::new()) };
-        } else {
-            drop(std::mem::take(slot));
+        // received now), and a receive that fails leaves the message empty. The content is
+        // dropped where it lies; until the slot is written again, `refill` stands ready to
+        // leave it empty should the receive fail (or unwind).
+        let refill = Refill(msg);
+        if !slot.holds_nothing() {
+            // SAFETY: msg_mut checked the slot holds a live Msg; it is dropped once, here, and
+            // rewritten below (the frame) or by `refill` (empty) before anything reads it.
+            unsafe { std::ptr::drop_in_place(slot as *mut Msg) };
         }
         let m = sock.recv_msg(core_flags(flags))?;
+        std::mem::forget(refill);
         let n = clamp_size(m.len());
-        // SAFETY: as above; what it holds now is empty, so overwriting it loses nothing.
+        // SAFETY: msg_mut checked msg live (aligned, writable); its old content was released
+        // above (an inline frame owns nothing), so overwriting it loses nothing.
         unsafe { msg_write(msg, m) };
         Ok(n)
     })
+}
+
+/// Leaves a `zmq_msg_t` empty when dropped: the failure (and unwind) path of [`zmq_msg_recv`],
+/// whose slot content has been released in place.
+struct Refill(*mut zmq_msg_t);
+
+impl Drop for Refill {
+    fn drop(&mut self) {
+        // SAFETY: built by zmq_msg_recv over a slot msg_mut checked live (aligned, writable)
+        // whose content was released; writing an empty Msg makes it valid again.
+        unsafe { msg_write(self.0, Msg::new()) };
+    }
 }
 
 /// Deprecated alias of [`zmq_msg_send`] with the arguments swapped.
