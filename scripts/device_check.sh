@@ -3,6 +3,8 @@
 # scripts/device_pack.sh): does it expose RDMA devices, do the RDMA tests pass there (soft
 # provider; the unmodified ibverbs provider over the emulated libibverbs; the real one when a
 # device is listed), and a few alternating throughput/latency rounds against libzmq.
+# PERF_ONLY=1 skips the tests (the hardware inventory and the rounds remain); ROUNDS sets how
+# many alternating throughput rounds run at 64 B and 1 KiB (default 3 and 2).
 set -u
 D="$PWD/.dev"; B="$D/bin"; T="$D/tests"; OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$D/lib" RUST_BACKTRACE=1
@@ -18,6 +20,7 @@ done
 echo "net: $(ls /sys/class/net | tr '\n' ' ')"
 HAVE_DEV=0; [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ] && HAVE_DEV=1
 echo "HAVE_DEV=$HAVE_DEV"
+if [ "${PERF_ONLY:-0}" != 1 ]; then
 step ibverbs provider unit test: auto-detection on this machine
 timeout 60 "$T/rzmq_rdma" --test-threads=4 --nocapture provider::ibverbs 2>&1 | tail -8
 step rzmq-rdma unit tests and soft-provider suites
@@ -54,21 +57,25 @@ if [ "${DEVICE_SUITE:-0}" = 1 ]; then
     done
   done
 fi
-step throughput 64 B x 2000000, alternating, 3 rounds: libzmq, rzmq native, rzmq C ABI
+fi
+step "throughput 64 B x 2000000, alternating, ${ROUNDS:-3} rounds: libzmq, rzmq native, rzmq C ABI"
 thr() { # $1 label, $2 local, $3 remote, $4 preload
   local port=$((5600 + RANDOM % 300))
   LD_PRELOAD="$4" timeout 60 "$2" tcp://127.0.0.1:$port "$5" "$6" > /tmp/thr.txt &
   sleep 0.3; LD_PRELOAD="$4" timeout 60 "$3" tcp://127.0.0.1:$port "$5" "$6" >/dev/null; wait
   echo "$1 size=$5 $(grep -E 'throughput' /tmp/thr.txt | tr '\n' ' ')"
 }
-for r in 1 2 3; do
+for r in $(seq "${ROUNDS:-3}"); do
   thr lz "$B/libzmq_local_thr" "$B/libzmq_remote_thr" "" 64 2000000
   thr rz "$B/local_thr" "$B/remote_thr" "" 64 2000000
   thr capi "$B/libzmq_local_thr" "$B/libzmq_remote_thr" "$D/lib/librzmq.so" 64 2000000
 done
-for r in 1 2; do
+for r in $(seq "${ROUNDS:-2}"); do
   thr lz "$B/libzmq_local_thr" "$B/libzmq_remote_thr" "" 1024 1000000
   thr rz "$B/local_thr" "$B/remote_thr" "" 1024 1000000
+  thr capi "$B/libzmq_local_thr" "$B/libzmq_remote_thr" "$D/lib/librzmq.so" 1024 1000000
+done
+for r in 1 2; do
   thr lz "$B/libzmq_local_thr" "$B/libzmq_remote_thr" "" 1048576 4000
   thr rz "$B/local_thr" "$B/remote_thr" "" 1048576 4000
 done
