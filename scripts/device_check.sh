@@ -11,6 +11,7 @@ export LD_LIBRARY_PATH="$D/lib" RUST_BACKTRACE=1
 step() { echo; echo "=== $* ($(date +%T))"; }
 step machine
 uname -a; nproc; grep -m1 'model name' /proc/cpuinfo; head -2 /etc/os-release
+echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>&1)"
 step RDMA hardware
 ls -la /sys/class/infiniband /dev/infiniband 2>&1
 ldconfig -p | grep -E 'ibverbs|rdmacm|mlx[45]' || echo "no libibverbs/librdmacm/mlx in ldconfig"
@@ -78,6 +79,8 @@ done
 for r in 1 2; do
   thr lz "$B/libzmq_local_thr" "$B/libzmq_remote_thr" "" 1048576 4000
   thr rz "$B/local_thr" "$B/remote_thr" "" 1048576 4000
+  thr lz "$B/libzmq_local_thr" "$B/libzmq_remote_thr" "" 16777216 300
+  thr rz "$B/local_thr" "$B/remote_thr" "" 16777216 300
 done
 step latency 64 B x 20000 round trips
 lat() {

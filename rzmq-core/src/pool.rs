@@ -78,8 +78,9 @@ fn map_anon(len: usize) -> Option<*mut u8> {
 /// THP's default `madvise` mode wait for). A large frame then costs one page fault per 2 MiB
 /// instead of 512: reading storage nobody wrote maps the kernel's shared huge zero page (the
 /// kernel copying a fresh frame to a socket), a first write gets a whole huge page (a frame
-/// read into fresh storage), and the copies in and out walk fewer page-table entries. Where huge
-/// pages are off the advice fails and the mapping keeps small pages.
+/// read into fresh storage), and the copies in and out walk fewer page-table entries. Where the
+/// kernel has no huge pages (or they are set to `never`) the advice is refused or ignored and
+/// the mapping keeps small pages.
 fn map_huge(len: usize, huge: usize) -> Option<*mut u8> {
     debug_assert!(huge % HUGE == 0 && huge <= len);
     // Over-map by HUGE, keep the aligned `len` bytes inside, unmap the rest.
@@ -114,10 +115,10 @@ impl Storage {
     }
 
     /// Maps `cap` bytes of zeroed memory (aborting as on allocation failure when none is left)
-    /// for a first frame of `used` bytes: the whole [`HUGE`] regions that
-    /// frame covers get transparent huge pages (see [`map_huge`]). Only those: a frame shorter
-    /// than its class (a 3 MiB frame in 4 MiB storage) keeps small pages past its end, so huge
-    /// pages never hold more memory than small ones would.
+    /// for a first frame of `used` bytes: the whole [`HUGE`] regions that frame covers get
+    /// transparent huge pages (see [`map_huge`]). Only those: a frame shorter than its class
+    /// (a 3 MiB frame in 4 MiB storage) keeps small pages past its end, so huge pages hold no
+    /// more memory than small ones would, but for the half page before the frame's first byte.
     fn map_for(cap: usize, used: usize) -> Storage {
         let len = mapped_len(cap);
         let huge = if huge_pages() {
