@@ -82,7 +82,7 @@ fn map_anon(len: usize) -> Option<*mut u8> {
 /// kernel has no huge pages (or they are set to `never`) the advice is refused or ignored and
 /// the mapping keeps small pages.
 fn map_huge(len: usize, huge: usize) -> Option<*mut u8> {
-    debug_assert!(huge % HUGE == 0 && huge <= len);
+    debug_assert!(huge.is_multiple_of(HUGE) && huge <= len);
     // Over-map by HUGE, keep the aligned `len` bytes inside, unmap the rest.
     let p = map_anon(len + HUGE)? as usize;
     let base = p.next_multiple_of(HUGE);
