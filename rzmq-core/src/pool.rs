@@ -57,8 +57,9 @@ fn huge_pages() -> bool {
     *ON.get_or_init(|| std::env::var("RZMQ_HUGE_PAGES").map_or(true, |v| v.trim() != "0"))
 }
 
-/// `len` bytes of anonymous zeroed memory, or None when the system has none.
-fn map_anon(len: usize) -> Option<*mut u8> {
+/// `len` bytes of anonymous zeroed memory, page-aligned, or None when the system has none. The
+/// caller owns the mapping and unmaps it (`munmap` of the same `len`).
+pub fn map_anon(len: usize) -> Option<NonNull<u8>> {
     // SAFETY: an anonymous private mapping with no address hint touches no existing memory.
     let p = unsafe {
         libc::mmap(
@@ -70,7 +71,10 @@ fn map_anon(len: usize) -> Option<*mut u8> {
             0,
         )
     };
-    (p != libc::MAP_FAILED).then_some(p as *mut u8)
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    NonNull::new(p as *mut u8)
 }
 
 /// As [`map_anon`], starting on a [`HUGE`] boundary, its first `huge` bytes (a multiple of
@@ -81,10 +85,10 @@ fn map_anon(len: usize) -> Option<*mut u8> {
 /// read into fresh storage), and the copies in and out walk fewer page-table entries. Where the
 /// kernel has no huge pages (or they are set to `never`) the advice is refused or ignored and
 /// the mapping keeps small pages.
-fn map_huge(len: usize, huge: usize) -> Option<*mut u8> {
+fn map_huge(len: usize, huge: usize) -> Option<NonNull<u8>> {
     debug_assert!(huge.is_multiple_of(HUGE) && huge <= len);
     // Over-map by HUGE, keep the aligned `len` bytes inside, unmap the rest.
-    let p = map_anon(len + HUGE)? as usize;
+    let p = map_anon(len + HUGE)?.as_ptr() as usize;
     let base = p.next_multiple_of(HUGE);
     let end = p + len + HUGE;
     // SAFETY: the two unmapped ranges lie inside the mapping just made, outside
@@ -99,7 +103,7 @@ fn map_huge(len: usize, huge: usize) -> Option<*mut u8> {
         }
         libc::madvise(base as *mut libc::c_void, huge, libc::MADV_HUGEPAGE);
     }
-    Some(base as *mut u8)
+    NonNull::new(base as *mut u8)
 }
 
 // SAFETY: `Storage` exclusively owns its mapping, like a `Box<[u8]>`.
@@ -138,7 +142,7 @@ impl Storage {
             )
         };
         // SAFETY: the mapping is mapped_len(cap) > DATA_OFFSET bytes long.
-        let data = unsafe { p.add(DATA_OFFSET) };
+        let data = unsafe { p.as_ptr().add(DATA_OFFSET) };
         match NonNull::new(data) {
             Some(ptr) => Storage { ptr, cap },
             // Unreachable (the mapping does not wrap around), but fail as allocation would.

@@ -31,21 +31,8 @@ impl Region {
     /// Allocates `len` zeroed bytes (at least one page is reserved for `len == 0`).
     pub fn new(len: usize) -> Region {
         if len >= MMAP_MIN {
-            // SAFETY: an anonymous private mapping; no address hint, no fd.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            if p != libc::MAP_FAILED {
-                if let Some(ptr) = NonNull::new(p as *mut u8) {
-                    return Region { ptr, len };
-                }
+            if let Some(ptr) = rzmq_core::pool::map_anon(len) {
+                return Region { ptr, len };
             }
             let layout = Layout::from_size_align(len, ALIGN).expect("region layout");
             std::alloc::handle_alloc_error(layout);
