@@ -3,7 +3,9 @@
 # Rust toolchain and no libzmq: stripped test binaries and perf examples built here, our
 # libzmq.so and libibverbs_soft.so, and the reference libzmq.so.5 with its libraries.
 # Run after `cargo build --release --workspace --examples` and
-# `cargo test --release --workspace --no-run`, and after benches/compare.py built benches/build.
+# `cargo test --release --workspace --no-run`, and after benches/compare.py built benches/build;
+# then `cargo build --release -p rzmq-capi` once more, since the workspace builds relink
+# target/release/libzmq.so with the features of every member unified.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .dev && mkdir -p .dev/bin .dev/lib .dev/ibv .dev/tests
