@@ -64,10 +64,10 @@ QUICK_DIV = 6
 QUICK_MIN = 30
 QUICK_SMALL = 1 * KiB
 # inproc moves a message by handing over its pointer, whatever its size: at the tcp counts its
-# large-size runs last a few milliseconds (a 3,333 x 64 KiB quick run read 0.4-3.4 M msg/s
-# from one run to the next). Its throughput runs up to 1 MiB take at least this many messages
-# (divided by QUICK_DIV under --quick). Larger sizes keep their counts: with the high-water mark
-# of 1000, an implementation that copies could hold 16 GB at 16 MiB.
+# large-size runs last a few milliseconds (three quick runs of 3,333 x 64 KiB read 1.4-3.4 M
+# msg/s for rzmq and 0.2-1.3 M for libzmq). Its throughput runs up to 1 MiB take at least this
+# many messages (divided by QUICK_DIV under --quick). Larger sizes keep their counts: with the
+# high-water mark of 1000, an implementation that copies could hold 16 GB at 16 MiB.
 INPROC_THR_MIN = 400_000
 
 
