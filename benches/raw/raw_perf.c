@@ -17,6 +17,12 @@
  * control rzmq puts on them (RZMQ_TCP_LOCAL_CC, default reno; off keeps the host's), so the
  * ceiling is measured under the same kernel settings. Written for rzmq's benches/compare.py
  * (row `raw`).
+ *
+ * RAW_ROTATE=N (remote_thr, large bodies only) sends from N distinct buffers in turn, each
+ * written once before the run, instead of one: the memory a ZeroMQ sender touches when it sends
+ * a fresh message each time and its queue holds N of them (HWM 1000), without the page faults
+ * of fresh memory. It tells how much of the gap to the one-buffer ceiling is the kernel copying
+ * from memory that has left the caches.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -290,8 +296,23 @@ int main(int argc, char **argv)
     if (strcmp(role, "remote_thr") == 0) {
         int fd = open_endpoint(ep, 0);
         if (size >= LARGE) {
+            const char *rot = getenv("RAW_ROTATE");
+            long nbuf = rot ? atol(rot) : 1;
+            if (nbuf < 1)
+                nbuf = 1;
+            unsigned char **bodies = malloc(nbuf * sizeof *bodies);
+            if (!bodies)
+                die("malloc");
+            bodies[0] = body;
+            for (long k = 1; k < nbuf; k++) {
+                unsigned char *pg = aligned_alloc(4096, (size + 2048 + 4095) / 4096 * 4096);
+                if (!pg)
+                    die("malloc");
+                bodies[k] = pg + 2048;
+                memset(bodies[k], 'x', size);
+            }
             for (long i = 0; i < count; i++) {
-                struct iovec v[2] = {{h, hl}, {body, size}};
+                struct iovec v[2] = {{h, hl}, {bodies[i % nbuf], size}};
                 writev_all(fd, v, 2);
             }
         } else {
