@@ -351,11 +351,36 @@ def main():
                 test = "throughput, msg/s" if kind == "thr" else "latency, us one-way"
                 lines.append("| %s | %s | %s | %s |" % (test, transport, fmt_size(size), " | ".join(cells)))
     table = "\n".join(lines)
+
+    def ratio(num, den, transport, size):
+        n = results.get(("thr", transport, size, num))
+        d = results.get(("thr", transport, size, den))
+        if not n or not d:
+            return None
+        return statistics.median(n) / statistics.median(d)
+
+    # The issue-5 targets that compare two of our own rows rather than a row with libzmq.
+    derived = []
+    for transport in ("tcp", "ipc"):
+        cells = ["%s %.2f" % (fmt_size(size), r) for size, _ in thr_cases
+                 for r in [ratio("rzmq-capi", "rzmq-native", transport, size)] if r is not None]
+        if cells:
+            derived.append("- C ABI / native throughput, %s (target: 0.90 or more): %s." % (
+                transport, ", ".join(cells)))
+    # Large frames: those above the rendezvous threshold (rzmq-rdma's DEFAULT_THRESHOLD, 64 KiB),
+    # which travel by RDMA READ; smaller ones are copied through the credit ring.
+    cells = ["%s %.2f" % (fmt_size(size), r) for size, _ in thr_cases if size > 64 * KiB
+             for r in [ratio("rzmq-rdma-soft", "rzmq-native", "tcp", size)] if r is not None]
+    if cells:
+        derived.append("- RDMA soft / native tcp throughput, frames above the 64 KiB rendezvous "
+                       "threshold (target: 1.00 or more): %s." % ", ".join(cells))
     for key, whys in sorted(failures.items()):
         notes.append("%s %s %s %s: %d of %d runs failed (%s)." % (
             {"thr": "throughput", "lat": "latency"}[key[0]], key[1], fmt_size(key[2]), key[3],
             len(whys), a.rounds, whys[0]))
     print(table)
+    for d in derived:
+        print(d)
     for n in notes:
         print("note: " + n, file=sys.stderr)
     if a.no_write:
@@ -403,6 +428,8 @@ def main():
         "",
         table,
     ]
+    if derived:
+        block += [""] + derived
     if notes:
         block += [""] + ["Note: " + n for n in notes]
     block.append("<!-- compare:end -->")
