@@ -76,6 +76,15 @@ QUICK_STEADY = 3_000
 INPROC_THR_MIN = 400_000
 
 
+def quick_thr_count(size, count):
+    """The message count of a --quick throughput run (see QUICK_SMALL and QUICK_STEADY)."""
+    if size <= QUICK_SMALL:
+        return count
+    if size <= MiB:
+        return min(count, max(QUICK_STEADY, count // QUICK_DIV))
+    return max(QUICK_MIN, count // QUICK_DIV)
+
+
 def sh(cmd, **kw):
     print("+ " + " ".join(cmd), file=sys.stderr)
     subprocess.check_call(cmd, **kw)
@@ -305,10 +314,7 @@ def main():
     thr_cases = [(s, c) for s, c, _ in CASES]
     lat_cases = [(s, c) for s, _, c in CASES]
     if a.quick:
-        thr_cases = [(s, c if s <= QUICK_SMALL
-                      else min(c, max(QUICK_STEADY, c // QUICK_DIV)) if s <= MiB
-                      else max(QUICK_MIN, c // QUICK_DIV))
-                     for s, c in thr_cases if s in QUICK_THR]
+        thr_cases = [(s, quick_thr_count(s, c)) for s, c in thr_cases if s in QUICK_THR]
         lat_cases = [(s, max(QUICK_MIN, c // QUICK_DIV)) for s, c in lat_cases if s in QUICK_LAT]
     inproc_min = INPROC_THR_MIN // QUICK_DIV if a.quick else INPROC_THR_MIN
     transports = ["tcp", "ipc", "inproc"]
@@ -359,28 +365,30 @@ def main():
                 lines.append("| %s | %s | %s | %s |" % (test, transport, fmt_size(size), " | ".join(cells)))
     table = "\n".join(lines)
 
-    def ratio(num, den, transport, size):
-        n = results.get(("thr", transport, size, num))
-        d = results.get(("thr", transport, size, den))
-        if not n or not d:
-            return None
-        return statistics.median(n) / statistics.median(d)
+    def ratios(num, den, transport, sizes):
+        """'<size> <median ratio>' of two throughput rows, for the sizes both measured."""
+        cells = []
+        for size in sizes:
+            n = results.get(("thr", transport, size, num))
+            d = results.get(("thr", transport, size, den))
+            if n and d:
+                cells.append("%s %.2f" % (fmt_size(size), statistics.median(n) / statistics.median(d)))
+        return ", ".join(cells)
 
     # The issue-5 targets that compare two of our own rows rather than a row with libzmq.
     derived = []
+    sizes = [size for size, _ in thr_cases]
     for transport in ("tcp", "ipc"):
-        cells = ["%s %.2f" % (fmt_size(size), r) for size, _ in thr_cases
-                 for r in [ratio("rzmq-capi", "rzmq-native", transport, size)] if r is not None]
+        cells = ratios("rzmq-capi", "rzmq-native", transport, sizes)
         if cells:
             derived.append("- C ABI / native throughput, %s (target: 0.90 or more): %s." % (
-                transport, ", ".join(cells)))
+                transport, cells))
     # Large frames: those above the rendezvous threshold (rzmq-rdma's DEFAULT_THRESHOLD, 64 KiB),
     # which travel by RDMA READ; smaller ones are copied through the credit ring.
-    cells = ["%s %.2f" % (fmt_size(size), r) for size, _ in thr_cases if size > 64 * KiB
-             for r in [ratio("rzmq-rdma-soft", "rzmq-native", "tcp", size)] if r is not None]
+    cells = ratios("rzmq-rdma-soft", "rzmq-native", "tcp", [s for s in sizes if s > 64 * KiB])
     if cells:
         derived.append("- RDMA soft / native tcp throughput, frames above the 64 KiB rendezvous "
-                       "threshold (target: 1.00 or more): %s." % ", ".join(cells))
+                       "threshold (target: 1.00 or more): %s." % cells)
     for key, whys in sorted(failures.items()):
         notes.append("%s %s %s %s: %d of %d runs failed (%s)." % (
             {"thr": "throughput", "lat": "latency"}[key[0]], key[1], fmt_size(key[2]), key[3],
