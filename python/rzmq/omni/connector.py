@@ -1,0 +1,537 @@
+"""RzmqConnector: vllm-omni's stage-data connector over rzmq sockets.
+
+vllm-omni moves stage data (embeddings, hidden states, KV caches, codec codes) through an
+`OmniConnectorBase`; this one moves it over ZeroMQ sockets served by rzmq (pyzmq on our
+libzmq.so: `rzmq run`, `RZMQ_ACTIVATE=1` or LD_PRELOAD), so between two rzmq hosts a large
+payload travels by RDMA rendezvous (the consumer's NIC reads the producer's buffer into a
+registered receive-pool buffer, no copy in the library) and over TCP everywhere else.
+
+The shape is Mooncake's transfer-engine connector's, without its one-receiver limit:
+- put() keeps the payload in the producer's store (no copy for raw buffers) and returns
+  metadata naming the producer (`source_host`, `source_port`, `data_size`, ...), which the
+  orchestrator hands to the consumer stage;
+- get() asks the producer for the key over a DEALER; the producer's service thread answers on
+  its ROUTER with the payload frames, sent without copying;
+- a key stays until its `consumers` deliveries are done, cleanup(), its TTL, or close(); keys
+  naming the same content share one copy; shared payloads reach each host once (HostCache).
+
+Config (a stage config's connector `extra`, see docs/OMNI_CONNECTOR.md):
+    host                 address to bind and advertise ("auto": this host's address)
+    zmq_port             producer port (0: any free port)
+    role                 "sender" (bind, put and get), "receiver" (get only) or "auto" (= sender)
+    sender_host, sender_zmq_port   the producer asked when get() has no metadata
+    memory_pool_size     producer byte budget (default 1 GiB)
+    buffer_ttl_seconds   a key unused this long is released (default 300; 0: never)
+    consumers            deliveries after which a key is released (default 1; 0: until cleanup/TTL)
+    get_timeout          seconds a get() without deadline waits (default 30)
+    rdma                 "auto" (move to RDMA where both ends can) or "require" (rdma:// endpoints)
+    host_cache, host_cache_dir, host_cache_bytes   the host cache for shared payloads
+    require_rzmq         refuse to start when pyzmq is not served by rzmq (default false: logged)
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import socket as _socket
+import threading
+import time
+import uuid
+from typing import Any
+
+import zmq
+
+from vllm_omni.distributed.omni_connectors.connectors.base import OmniConnectorBase
+
+from . import payload, wire
+from .store import HostCache, Store
+
+logger = logging.getLogger("rzmq.omni")
+
+_STOP = b"stop"
+_SEPARATORS = "@_-:/."
+
+
+def _flag(value, default: bool) -> bool:
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"expected a boolean, got {value!r}")
+
+
+def _local_address() -> str:
+    try:
+        return _socket.gethostbyname(_socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+def _serving_library() -> str | None:
+    """The file that defines the zmq_* symbols pyzmq binds to (None when not found)."""
+    import ctypes
+
+    class _Info(ctypes.Structure):
+        _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p),
+                    ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
+
+    try:
+        import zmq.backend.cython._zmq as backend
+
+        libc = ctypes.CDLL(None)
+        for handle in (libc, ctypes.CDLL(backend.__file__)):
+            try:
+                addr = ctypes.cast(handle.zmq_msg_init_data, ctypes.c_void_p).value
+            except AttributeError:
+                continue
+            info = _Info()
+            if addr and libc.dladdr(ctypes.c_void_p(addr), ctypes.byref(info)) and info.fname:
+                return os.path.realpath(info.fname.decode())
+    except Exception:  # noqa: BLE001 (diagnostics only)
+        return None
+    return None
+
+
+def served_by_rzmq() -> bool:
+    """Whether pyzmq's zmq_* calls in this process go to rzmq (not a bundled libzmq)."""
+    path = _serving_library()
+    return bool(path) and "pyzmq.libs" not in path and "pyzmq" not in os.path.basename(path)
+
+
+class RzmqConnector(OmniConnectorBase):
+    """vllm-omni connector moving stage data over rzmq (RDMA between rzmq hosts, else TCP)."""
+
+    supports_raw_data = True
+
+    def __init__(self, config: dict[str, Any]):
+        self._closed = True  # until built: close() (and __del__) must be safe on a half-built one
+        self.config = dict(config or {})
+        c = self.config
+        host = str(c.get("host") or "auto")
+        self.host = _local_address() if host.lower() in ("auto", "*", "0.0.0.0", "") else host
+        role = str(c.get("role", "auto")).lower()
+        if role not in ("sender", "receiver", "auto"):
+            raise ValueError(f"role must be sender, receiver or auto, not {role!r}")
+        self.can_put = role != "receiver"
+        self.rdma = str(c.get("rdma", "auto")).lower()
+        if self.rdma not in ("auto", "require"):
+            raise ValueError(f"rdma must be auto or require, not {self.rdma!r}")
+        self.sender_host = c.get("sender_host")
+        self.sender_zmq_port = c.get("sender_zmq_port")
+        self.get_timeout = float(c.get("get_timeout", 30.0))
+        self.library = _serving_library()
+        self.on_rzmq = served_by_rzmq()
+        if not self.on_rzmq:
+            if _flag(c.get("require_rzmq"), False):
+                raise RuntimeError(
+                    f"RzmqConnector: pyzmq is served by {self.library or 'an unknown libzmq'}, not rzmq; "
+                    "start the process with `rzmq run`, RZMQ_ACTIVATE=1 or LD_PRELOAD of rzmq's libzmq.so")
+            logger.warning("RzmqConnector: pyzmq is served by %s, not rzmq: stage data moves over plain "
+                           "libzmq TCP", self.library)
+        self.store = Store(int(c.get("memory_pool_size", 1 << 30)), float(c.get("buffer_ttl_seconds", 300.0)),
+                           int(c.get("consumers", 1)))
+        self.host_cache = None
+        if _flag(c.get("host_cache"), True):
+            directory = c.get("host_cache_dir") or f"/dev/shm/rzmq-omni-{os.getuid()}"
+            self.host_cache = HostCache(directory, int(c.get("host_cache_bytes", 1 << 30)))
+        self.producer_id = uuid.uuid4().hex
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()  # metrics, socket registry
+        self._local = threading.local()  # per-thread DEALERs by endpoint
+        self._sockets: list[zmq.Socket] = []
+        self.m = {k: 0 for k in (
+            "puts", "put_failures", "bytes_put", "gets", "get_hits", "get_misses", "get_timeouts",
+            "get_errors", "bytes_received", "host_cache_hits", "host_cache_fills", "requests_served",
+            "bytes_served", "requests_not_found", "bad_requests", "send_failures")}
+        self._in_flight: list[tuple[zmq.MessageTracker, int]] = []
+        self.bytes_in_flight = 0
+        self.ctx = zmq.Context()
+        self._thread = None
+        self.port = None
+        self.endpoint = None
+        if self.can_put:
+            self._router = self.ctx.socket(zmq.ROUTER)
+            for opt, val in ((zmq.LINGER, 0), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.ROUTER_MANDATORY, 1)):
+                self._router.setsockopt(opt, val)
+            port = int(c.get("zmq_port", 0) or 0)
+            try:
+                self._router.bind(f"tcp://{self.host}:{port or '*'}")
+            except zmq.ZMQError as e:
+                self._router.close(0)
+                self.ctx.term()
+                raise RuntimeError(f"RzmqConnector: cannot bind tcp://{self.host}:{port}: {e}") from e
+            self.endpoint = self._router.getsockopt_string(zmq.LAST_ENDPOINT)
+            self.port = int(self.endpoint.rsplit(":", 1)[1])
+            self._wake_ep = f"inproc://rzmq-omni-{self.producer_id}"
+            self._wake_rx = self.ctx.socket(zmq.PULL)
+            self._wake_rx.bind(self._wake_ep)
+            self._thread = threading.Thread(target=self._serve, name="rzmq-omni-producer", daemon=True)
+            self._closed = False
+            self._thread.start()
+        self._closed = False
+        logger.info("RzmqConnector: role=%s endpoint=%s rdma=%s library=%s", role, self.endpoint, self.rdma,
+                    self.library)
+
+    # ------------------------------------------------------------------ producer
+
+    def put(self, from_stage: str, to_stage: str, put_key: str, data: Any) -> tuple[bool, int, dict[str, Any] | None]:
+        """Leaves `data` for consumers; returns (ok, bytes, metadata for get())."""
+        if self._closed:
+            raise RuntimeError("RzmqConnector is closed")
+        if not self.can_put:
+            logger.warning("RzmqConnector: put(%s) on a receiver-only connector", put_key)
+            return False, 0, None
+        key = self._make_key(put_key, from_stage, to_stage)
+        try:
+            parts, meta, content = payload.encode(data, self.serialize_obj)
+        except Exception as e:  # noqa: BLE001
+            self._count("put_failures")
+            logger.error("RzmqConnector: put(%s): cannot encode %s: %s", key, type(data).__name__, e)
+            return False, 0, None
+        if meta["size"] == 0 and meta["kind"] != "parts":
+            self._count("put_failures")
+            logger.warning("RzmqConnector: put(%s): empty payload", key)
+            return False, 0, None
+        if not self.store.put(key, parts, meta, content):
+            self._count("put_failures")
+            logger.error("RzmqConnector: put(%s): %d bytes exceed the memory budget (%d held of %d)", key,
+                         meta["size"], self.store.held, self.store.budget)
+            return False, 0, None
+        with self._lock:
+            self.m["puts"] += 1
+            self.m["bytes_put"] += meta["size"]
+        shared = content is not None or self.store.consumers != 1
+        out = {
+            "source_host": self.host,
+            "source_port": self.port,
+            "data_size": meta["size"],
+            "is_fast_path": meta["kind"] != "obj",
+            "kind": meta["kind"],
+            "producer": self.producer_id,
+            "shared": shared,
+        }
+        if content is not None:
+            out["content"] = content
+        return True, meta["size"], out
+
+    def cleanup(self, request_id: str, from_stage: str | None = None, to_stage: str | None = None) -> None:
+        """Releases the producer's keys of `request_id`: the exact key, or every key that starts
+        with it followed by a separator (`@_-:/.`)."""
+        if (from_stage is None) != (to_stage is None):
+            raise ValueError("cleanup() takes both from_stage and to_stage, or neither")
+        if from_stage is not None:
+            exact = self._make_key(request_id, from_stage, to_stage)
+            self.store.cleanup(lambda k: k == exact)
+            return
+        self.store.cleanup(lambda k: k == request_id or (k.startswith(request_id) and len(k) > len(request_id)
+                                                          and k[len(request_id)] in _SEPARATORS))
+
+    def reap_consumed(self) -> None:
+        """Releases keys past their TTL and forgets sends the library has finished with."""
+        self.store.expire()
+        self._reap_trackers()
+
+    def _reap_trackers(self) -> None:
+        with self._lock:
+            keep = []
+            for tracker, n in self._in_flight:
+                if tracker.done:
+                    self.bytes_in_flight -= n
+                else:
+                    keep.append((tracker, n))
+            self._in_flight = keep
+
+    def _serve(self) -> None:
+        """The producer's service thread: answers requests on the ROUTER until close()."""
+        router, wake = self._router, self._wake_rx
+        poller = zmq.Poller()
+        poller.register(router, zmq.POLLIN)
+        poller.register(wake, zmq.POLLIN)
+        last_sweep = time.monotonic()
+        try:
+            while True:
+                events = dict(poller.poll(500))
+                if wake in events and wake.recv() == _STOP:
+                    break
+                if router in events:
+                    for _ in range(64):
+                        try:
+                            frames = router.recv_multipart(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        self._answer(router, frames)
+                now = time.monotonic()
+                if now - last_sweep >= 1.0:
+                    last_sweep = now
+                    self.reap_consumed()
+        except zmq.ContextTerminated:
+            pass
+        except Exception:  # noqa: BLE001
+            logger.exception("RzmqConnector: producer thread failed")
+        finally:
+            router.close(0)
+            wake.close(0)
+
+    def _answer(self, router: zmq.Socket, frames: list[bytes]) -> None:
+        identity, body = frames[0], frames[1:]
+        try:
+            req = wire.parse_request(body)
+        except wire.ProtocolError as e:
+            self._count("bad_requests")
+            logger.warning("RzmqConnector: bad request: %s", e)
+            self._reply(router, identity, wire.encode_reply(wire.BAD_REQUEST, wire.request_id_of(body),
+                                                             {"error": str(e)}))
+            return
+        if req.op == wire.OP_PING:
+            self._reply(router, identity, wire.encode_reply(wire.OK, req.req_id, {}))
+            return
+        content = self.store.lookup(req.key, req.content)
+        if content is None:
+            self._count("requests_not_found")
+            self._reply(router, identity, wire.encode_reply(wire.NOT_FOUND, req.req_id, {"error": "unknown key"}))
+            return
+        meta = content.meta
+        if req.op == wire.OP_QUERY:
+            self._reply(router, identity, wire.encode_reply(wire.OK, req.req_id, {**meta, "query": True}))
+            return
+        head = wire.encode_reply(wire.OK, req.req_id, meta)
+        tracker = self._reply(router, identity, head + list(content.parts), track=True)
+        if tracker is not None:
+            with self._lock:
+                self.m["requests_served"] += 1
+                self.m["bytes_served"] += meta["size"]
+                self.bytes_in_flight += meta["size"]
+                self._in_flight.append((tracker, meta["size"]))
+            self.store.served(req.key)
+
+    def _reply(self, router, identity, frames, track=False):
+        try:
+            return router.send_multipart([identity, *frames], copy=False, track=track)
+        except zmq.ZMQError as e:  # the consumer went away (ROUTER_MANDATORY)
+            self._count("send_failures")
+            logger.warning("RzmqConnector: reply not sent: %s", e)
+            return None
+
+    # ------------------------------------------------------------------ consumer
+
+    def get(self, from_stage: str, to_stage: str, get_key: str,
+            metadata: dict[str, Any] | None = None) -> tuple[Any, int] | None:
+        """The payload of `get_key` and its size, or None when it is not there in `get_timeout`."""
+        return self.get_with_deadline(from_stage, to_stage, get_key, metadata,
+                                      deadline=time.monotonic() + self.get_timeout)
+
+    def get_with_deadline(self, from_stage: str, to_stage: str, get_key: str,
+                          metadata: dict[str, Any] | None = None, *, deadline: float) -> tuple[Any, int] | None:
+        """As get(), waiting no later than `deadline` (time.monotonic()); None on timeout."""
+        if self._closed:
+            raise RuntimeError("RzmqConnector is closed")
+        key = self._make_key(get_key, from_stage, to_stage)
+        self._count("gets")
+        source = self._source(metadata)
+        if source is None:
+            logger.warning("RzmqConnector: get(%s) without a producer address (no metadata, no sender_host)", key)
+            self._count("get_errors")
+            return None
+        meta = metadata or {}
+        content = meta.get("content")
+        shared = bool(meta.get("shared")) and self.host_cache is not None
+        if shared:
+            cid = content or f"{meta.get('producer') or source}/{key}"
+            return self._get_shared(source, key, content, cid, deadline)
+        got = self._fetch(source, key, content, deadline)
+        if got is None:
+            return None
+        pmeta, parts, frames = got
+        return self._deliver(pmeta, [p.buffer for p in parts], frames)
+
+    def _get_shared(self, source, key, content, cid, deadline):
+        cache = self.host_cache
+        hit = cache.open(cid)
+        if hit is None:
+            lock = cache.lock(cid, deadline)
+            if lock is None:
+                self._count("get_timeouts")
+                return None
+            try:
+                hit = cache.open(cid)  # another process of this host may have fetched it meanwhile
+                if hit is None:
+                    got = self._fetch(source, key, content, deadline)
+                    if got is None:
+                        return None
+                    pmeta, parts, _frames = got
+                    try:
+                        cache.store(cid, pmeta, [p.buffer for p in parts])
+                        self._count("host_cache_fills")
+                        hit = cache.open(cid)
+                    except OSError as e:
+                        logger.warning("RzmqConnector: host cache write failed (%s); delivering directly", e)
+                    if hit is None:
+                        return self._deliver(pmeta, [p.buffer for p in parts], _frames)
+                else:
+                    self._count("host_cache_hits")
+            finally:
+                cache.unlock(lock)
+        else:
+            self._count("host_cache_hits")
+        meta, views, mapping = hit
+        return self._deliver(meta, views, mapping)
+
+    def _deliver(self, meta, views, keep):
+        try:
+            obj = payload.decode(meta, views, keep, self.deserialize_obj)
+        except Exception as e:  # noqa: BLE001
+            self._count("get_errors")
+            logger.error("RzmqConnector: cannot decode a %s payload: %s", meta.get("kind"), e)
+            return None
+        return obj, meta["size"]
+
+    def _source(self, metadata) -> str | None:
+        if metadata and metadata.get("source_host") and metadata.get("source_port"):
+            host, port = metadata["source_host"], metadata["source_port"]
+        elif self.sender_host and self.sender_zmq_port and str(self.sender_host).lower() != "auto":
+            host, port = self.sender_host, self.sender_zmq_port
+        else:
+            return None
+        scheme = "rdma" if self.rdma == "require" else "tcp"
+        return f"{scheme}://{host}:{int(port)}"
+
+    def _dealer(self, endpoint: str) -> zmq.Socket:
+        socks = getattr(self._local, "socks", None)
+        if socks is None:
+            socks = self._local.socks = {}
+        sock = socks.get(endpoint)
+        if sock is None:
+            sock = self.ctx.socket(zmq.DEALER)
+            for opt, val in ((zmq.LINGER, 0), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0)):
+                sock.setsockopt(opt, val)
+            sock.connect(endpoint)
+            socks[endpoint] = sock
+            with self._lock:
+                self._sockets.append(sock)
+        return sock
+
+    def _drop_dealer(self, endpoint: str) -> None:
+        sock = getattr(self._local, "socks", {}).pop(endpoint, None)
+        if sock is not None:
+            with self._lock:
+                if sock in self._sockets:
+                    self._sockets.remove(sock)
+            sock.close(0)
+
+    def _fetch(self, endpoint, key, content, deadline):
+        """(meta, parts, frames) from the producer at `endpoint`, or None (counted)."""
+        req_id = next(self._ids)
+        try:
+            sock = self._dealer(endpoint)
+            sock.send_multipart(wire.encode_request(wire.OP_GET, req_id, key, content))
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sock.poll(max(1, int(left * 1000))):
+                    self._count("get_timeouts")
+                    # A reply may still come for this request; a fresh socket never sees it.
+                    self._drop_dealer(endpoint)
+                    return None
+                frames = sock.recv_multipart(copy=False)
+                try:
+                    status, rid, meta, parts = wire.parse_reply(frames)
+                except wire.ProtocolError as e:
+                    self._count("get_errors")
+                    logger.error("RzmqConnector: bad reply from %s: %s", endpoint, e)
+                    self._drop_dealer(endpoint)
+                    return None
+                if rid != req_id:
+                    continue  # the late answer to a request given up earlier
+                if status == wire.NOT_FOUND:
+                    self._count("get_misses")
+                    return None
+                if status != wire.OK or "kind" not in meta:
+                    self._count("get_errors")
+                    logger.error("RzmqConnector: %s answered %s: %s", endpoint, status, meta.get("error"))
+                    return None
+                with self._lock:
+                    self.m["get_hits"] += 1
+                    self.m["bytes_received"] += meta["size"]
+                return meta, parts, frames
+        except zmq.ZMQError as e:
+            self._count("get_errors")
+            logger.error("RzmqConnector: get(%s) from %s failed: %s", key, endpoint, e)
+            self._drop_dealer(endpoint)
+            return None
+
+    def query(self, metadata: dict[str, Any], key: str, timeout: float = 5.0) -> dict[str, Any] | None:
+        """The producer's description of `key` (size, kind) without the payload, or None."""
+        endpoint = self._source(metadata)
+        if endpoint is None:
+            return None
+        sock = self._dealer(endpoint)
+        req_id = next(self._ids)
+        sock.send_multipart(wire.encode_request(wire.OP_QUERY, req_id, key))
+        deadline = time.monotonic() + timeout
+        while sock.poll(max(1, int((deadline - time.monotonic()) * 1000))):
+            status, rid, meta, _ = wire.parse_reply(sock.recv_multipart())
+            if rid == req_id:
+                return meta if status == wire.OK else None
+        self._drop_dealer(endpoint)
+        return None
+
+    def abandon_get(self, get_key: str) -> None:
+        """Nothing to retire: a get holds no claim at the producer, and a reply that arrives for an
+        abandoned request is dropped by its request id."""
+
+    # ------------------------------------------------------------------ both
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self.m[name] += n
+
+    def health(self) -> dict[str, Any]:
+        """Status, counters, bytes held and in flight."""
+        if self._closed:
+            return {"status": "unhealthy", "error": "connector is closed"}
+        self._reap_trackers()
+        with self._lock:
+            counters = dict(self.m)
+            in_flight = self.bytes_in_flight
+            sends = len(self._in_flight)
+        return {
+            "status": "healthy",
+            "endpoint": self.endpoint,
+            "host": self.host,
+            "rdma": self.rdma,
+            "library": self.library,
+            "on_rzmq": self.on_rzmq,
+            "bytes_in_flight": in_flight,
+            "sends_in_flight": sends,
+            **counters,
+            **self.store.stats(),
+        }
+
+    def close(self) -> None:
+        """Stops the producer thread, releases every key and closes the sockets (safe twice)."""
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        if self._thread is not None:
+            try:
+                with self.ctx.socket(zmq.PUSH) as s:
+                    s.setsockopt(zmq.LINGER, 1000)
+                    s.connect(self._wake_ep)
+                    s.send(_STOP)
+                self._thread.join(5.0)
+            except zmq.ZMQError:
+                pass
+        self.store.close()
+        with self._lock:
+            socks, self._sockets = self._sockets, []
+        for s in socks:
+            try:
+                s.close(0)
+            except zmq.ZMQError:
+                pass
+        self.ctx.term()
