@@ -5,7 +5,9 @@
 #   2. libzmq 4.3.5's own test suite compiled against our zmq.h and libzmq.so (compat/);
 #   3. pyzmq's test suite on the stock wheel with our libzmq.so preloaded, plus vLLM-style
 #      traffic between a process on stock libzmq and one on rzmq (compat/);
-#   4. RDMA on the soft provider: the socket-pattern matrix with RDMA required (on soft, and on
+#   4. the vllm-omni connector (python/tests/omni) between processes, over TCP, soft RDMA and
+#      network namespaces;
+#   5. RDMA on the soft provider: the socket-pattern matrix with RDMA required (on soft, and on
 #      the ibverbs provider over the emulated libibverbs.so.1), and vLLM-style
 #      traffic through the C ABI with RDMA required, on loopback and across network namespaces.
 # Set RZMQ_TEST_QUICK=1 to run only step 1.
@@ -43,6 +45,10 @@ NETNS_FLAG=()
 if [ "$(id -u)" = "0" ] && command -v ip >/dev/null; then NETNS_FLAG=(--netns); fi
 compat/build/venv-wheel/bin/python compat/pyzmq_vllm_traffic.py \
   --ours "$PWD/target/release/libzmq.so" --rdma "${NETNS_FLAG[@]}"
+# The vllm-omni connector (python/rzmq/omni) against the real vllm-omni 0.30.0 connector layer:
+# payloads of 1 KiB to 64 MiB between processes over TCP, soft RDMA (required) and two network
+# namespaces; several consumers of one key; hostile requests; a producer killed mid-transfer.
+python/tests/omni/run.sh
 # The Qwen-Omni disaggregated-pipeline replica (examples/omni): the same traffic on stock libzmq,
 # on rzmq over tcp and on rzmq with RDMA required (soft); every output must match.
 examples/omni/run.sh --quick

@@ -148,7 +148,7 @@ class RzmqConnector(OmniConnectorBase):
         self.m = {k: 0 for k in (
             "puts", "put_failures", "bytes_put", "gets", "get_hits", "get_misses", "get_timeouts",
             "get_errors", "bytes_received", "host_cache_hits", "host_cache_fills", "requests_served",
-            "bytes_served", "requests_not_found", "bad_requests", "send_failures")}
+            "bytes_served", "requests_not_found", "bad_requests", "send_failures", "deliveries_from_host_cache")}
         self._in_flight: list[tuple[zmq.MessageTracker, int]] = []
         self.bytes_in_flight = 0
         self.ctx = zmq.Context()
@@ -291,6 +291,10 @@ class RzmqConnector(OmniConnectorBase):
         if req.op == wire.OP_PING:
             self._reply(router, identity, wire.encode_reply(wire.OK, req.req_id, {}))
             return
+        if req.op == wire.OP_DONE:
+            self._count("deliveries_from_host_cache")
+            self.store.served(req.key)
+            return
         content = self.store.lookup(req.key, req.content)
         if content is None:
             self._count("requests_not_found")
@@ -375,12 +379,22 @@ class RzmqConnector(OmniConnectorBase):
                         return self._deliver(pmeta, [p.buffer for p in parts], _frames)
                 else:
                     self._count("host_cache_hits")
+                    self._tell_done(source, key)
             finally:
                 cache.unlock(lock)
         else:
             self._count("host_cache_hits")
+            self._tell_done(source, key)
         meta, views, mapping = hit
         return self._deliver(meta, views, mapping)
+
+    def _tell_done(self, endpoint: str, key: str) -> None:
+        """Lets the producer count a delivery this host served from its cache (no reply)."""
+        try:
+            self._dealer(endpoint).send_multipart(wire.encode_request(wire.OP_DONE, next(self._ids), key),
+                                                   zmq.NOBLOCK)
+        except zmq.ZMQError as e:
+            logger.debug("RzmqConnector: done(%s) not sent: %s", key, e)
 
     def _deliver(self, meta, views, keep):
         try:

@@ -172,7 +172,10 @@ class RecvBuffer:
         """Gives the memory back (to rzmq's receive pool, or unmaps the host cache's file)."""
         if not self._released:
             self._released = True
-            self._view.release()
+            try:
+                self._view.release()
+            except BufferError:  # arrays made from it still live; they keep the memory until they go
+                pass
             self._keep = None
 
     def __len__(self) -> int:

@@ -36,6 +36,7 @@ MAX_META = 64 * 1024
 OP_GET = 1  # send the payload
 OP_QUERY = 2  # send only the meta (size, kind): the partial-metadata path
 OP_PING = 3  # liveness, answered with OK and empty meta
+OP_DONE = 4  # the consumer had the payload already (host cache): count a delivery, no reply
 
 # Reply statuses.
 OK = 0
@@ -93,7 +94,7 @@ def parse_request(frames: list[bytes]) -> Request:
     if len(frames) not in (2, 3):
         raise ProtocolError(f"{len(frames)} frames (expected 2 or 3)")
     op, _flags, req_id, _ = _header(frames[0])
-    if op not in (OP_GET, OP_QUERY, OP_PING):
+    if op not in (OP_GET, OP_QUERY, OP_PING, OP_DONE):
         raise ProtocolError(f"unknown operation {op}")
     key = _text(frames[1], "key")
     if op != OP_PING and not key:

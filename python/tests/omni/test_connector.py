@@ -582,3 +582,23 @@ def test_across_two_network_namespaces(netns, mode, tmp_path):
         assert "transport rdma/soft" in err
         assert sum(z for z, _ in rdma_counters(err, "rx")) == sum(1 for s in SIZES if s > RNDV_THRESHOLD), err
         assert "transport tcp" not in err + perr
+
+
+def test_a_host_cache_hit_still_counts_as_a_delivery(tmp_path):
+    p = ro.RzmqConnector(producer_config())  # consumers=1: each key released after one delivery
+    c = ro.RzmqConnector(consumer_config(host_cache_dir=str(tmp_path)))
+    try:
+        arr = np.full(1 << 20, 3, np.uint8)
+        metas = [p.put("0", str(i), "r/emb", ro.Shared(arr, "media-xyz"))[2] for i in (1, 2)]
+        for i, m in zip((1, 2), metas):
+            got, n = c.get("0", str(i), "r/emb", m)
+            assert n == arr.nbytes and np.array_equal(got.numpy(), arr)
+        deadline = time.monotonic() + 10
+        while p.health()["keys_held"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        h = p.health()
+        assert h["keys_held"] == 0 and h["requests_served"] == 1 and h["deliveries_from_host_cache"] == 1
+        assert h["bytes_released"]["consumed"] == arr.nbytes == h["bytes_put"]
+    finally:
+        c.close()
+        p.close()
