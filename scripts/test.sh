@@ -39,6 +39,9 @@ if [ "${RZMQ_TEST_QUICK:-0}" = "1" ]; then
 fi
 compat/run-libzmq-tests.sh --lib target/release --no-report
 RZMQ_SKIP_BUILD=1 compat/run-pyzmq-tests.sh --mode preload
+# The rzmq Python wheel (scripts/build-wheel.sh) in a fresh venv without build tools: activation
+# (rzmq run, RZMQ_ACTIVATE=1), spawn/fork workers, rzmq doctor, and pyzmq's suite served by it.
+scripts/test-wheel.sh
 # vLLM-style traffic through the C ABI with RDMA required (soft provider): loopback, then two
 # network namespaces joined by veth (when root), then the refusal of a stock libzmq peer.
 NETNS_FLAG=()
@@ -51,4 +54,4 @@ compat/build/venv-wheel/bin/python compat/pyzmq_vllm_traffic.py \
 python/tests/omni/run.sh
 # The Qwen-Omni disaggregated-pipeline replica (examples/omni): the same traffic on stock libzmq,
 # on rzmq over tcp and on rzmq with RDMA required (soft); every output must match.
-examples/omni/run.sh --quick
+examples/omni/run.sh --quick --no-tests  # the connector's tests ran above

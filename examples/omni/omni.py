@@ -19,8 +19,8 @@ Processes (see shared/design/OMNI.md for what vLLM / vllm-omni do and the payloa
                 each a separate process with a DEALER (IDENTITY = index.to_bytes(2, 'little'),
                 sends b'' first so the ROUTER learns it) and a PUSH (LINGER 4000) to the front-end.
                 Stage-to-stage payloads (embeddings, KV cache, hidden states, codec codes) move
-                through zmq_connector.ZmqConnector (vllm-omni's connector interface), msgpack main
-                frame plus one frame per tensor, sent copy=False, track=True.
+                through rzmq's vllm-omni connector (RzmqConnector, via omni_link.Link), msgpack main
+                frame plus one frame per tensor, put without copying; shared tensors on keys of their own.
 
 Seeded synthetic tensors (omni_wire.synth) stand in for model compute; each stage derives its
 outputs from digests of what it received, so the final tokens and audio depend on every byte
@@ -162,7 +162,7 @@ class Engine:
     def __init__(self, spec):
         import zmq
 
-        from zmq_connector import ZmqConnector
+        from omni_link import Link
 
         self.spec = spec
         self.name = spec["name"]
@@ -182,12 +182,9 @@ class Engine:
         w.vllm_options(self.push, zmq.PUSH)
         self.push.connect(spec["output"])
         self.pool = w.TrackedPool(limit=self.args["pool_mb"] << 20)
-        self.conn = ZmqConnector({
-            "stage_id": self.name, "bind": f"tcp://{spec['host']}:0", "context": self.ctx,
-            "sharing": not self.args["no_sharing"], "cache_bytes": self.args["cache_mb"] << 20,
-            "registry_bytes": self.args["registry_mb"] << 20, "get_timeout": self.args["timeout"],
-            "linger_ms": 1000, "evict_notify": self.args["evict_notify"],
-        })
+        self.conn = Link(self.name, spec["host"], sharing=not self.args["no_sharing"],
+                         cache_bytes=self.args["cache_mb"] << 20, budget_bytes=self.args["registry_mb"] << 20,
+                         timeout=self.args["timeout"], cache_dir=spec["cache_dir"])
         self.lib = lib_info(spec.get("expect_lib"))
         self.output({"event": "ready", "inbox": self.conn.endpoint, "lib": self.lib, "pid": os.getpid()})
 
@@ -598,6 +595,7 @@ class Frontend:
         self.args = args
         self.plan = plan
         self.procs = []
+        self.cache_dirs = set()
         self.netns = None
         self.errors = []
         self.lat = {}
@@ -621,8 +619,11 @@ class Frontend:
         os.makedirs(args.logdir, exist_ok=True)
         for i, name in enumerate(names):
             host = self.netns.addrs[i] if self.netns else args.host
+            # The connector's host cache: one per host (per stage when each is a namespace of its own)
+            cache_dir = f"/dev/shm/rzmq-omni-replica-{os.getpid()}" + (f"-{name}" if self.netns else "")
+            self.cache_dirs.add(cache_dir)
             spec = {"name": name, "index": i + 1, "input": ep_in, "output": ep_out, "host": host,
-                    "expect_lib": args.expect_lib, "args": vars(args)}
+                    "expect_lib": args.expect_lib, "args": vars(args), "cache_dir": cache_dir}
             cmd = [sys.executable, os.path.abspath(__file__), "stage", "--spec", json.dumps(spec)]
             if self.netns:
                 cmd = ["ip", "netns", "exec", self.netns.names[i]] + cmd
@@ -637,6 +638,8 @@ class Frontend:
         when the run was otherwise fine: after a failure, stages are killed as a matter of course)."""
         end = time.monotonic() + grace
         failed = bool(self.errors)
+        for d in self.cache_dirs:
+            shutil.rmtree(d, ignore_errors=True)
         for name, p in self.procs:
             try:
                 p.wait(max(0.1, end - time.monotonic()))
@@ -1009,10 +1012,10 @@ def print_result(r):
     print(f"   throughput           {t['requests_per_s']} req/s, {t['tokens_per_s']} tokens/s, "
           f"{t['audio_s_per_s']} s audio/s, {fmt_bytes(int(t['stage_bytes_per_s']))}/s over all edges")
     c = r["connector"]
-    print(f"   connector            {fmt_bytes(c.get('frames_bytes_sent', 0))} put, shared tensors "
-          f"{fmt_bytes(c.get('shared_bytes_sent', 0))} sent / {fmt_bytes(c.get('shared_bytes_saved', 0))} sent as "
-          f"{c.get('refs_sent', 0)} refs; fetches {c.get('fetches_sent', 0)} ({fmt_bytes(c.get('fetch_bytes_received', 0))}); "
-          f"cache hits {c.get('cache_hits', 0)}, misses {c.get('cache_misses', 0)}, evictions {c.get('cache_evictions', 0)}")
+    print(f"   connector            {fmt_bytes(c.get('bytes_put', 0))} put, {fmt_bytes(c.get('bytes_served', 0))} sent "
+          f"({c.get('requests_served', 0)} gets); shared tensors {c.get('shared_puts', 0)} put "
+          f"({fmt_bytes(c.get('shared_bytes_put', 0))}); host cache fills {c.get('host_cache_fills', 0)}, "
+          f"hits {c.get('host_cache_hits', 0)}; held at the end {fmt_bytes(c.get('bytes_held', 0))}")
     f = r.get("frontend", {})
     print(f"   front-end media      {fmt_bytes(f.get('media_bytes', 0))} sent, {f.get('media_refs', 0)} items as "
           f"references, {f.get('media_refetches', 0)} re-sent after the encoder evicted them")
@@ -1081,9 +1084,8 @@ def report_main(paths, logs):
               + (f"  ({100.0 * (1 - xa / yb):.0f}% less)" if yb and xa < yb else ""))
         print(f"   front-end -> encoder: {a.get('frontend', {}).get('media_refs', 0)} media items sent as references, "
               f"{a.get('frontend', {}).get('media_refetches', 0)} requests re-sent with bytes after encoder evictions")
-        print(f"   connector: {a['connector'].get('refs_sent', 0)} references instead of "
-              f"{fmt_bytes(a['connector'].get('shared_bytes_saved', 0))}, {a['connector'].get('fetches_sent', 0)} "
-              f"fetches after cache misses, {a['connector'].get('cache_evictions', 0)} cache evictions")
+        print(f"   connector: {a['connector'].get('host_cache_hits', 0)} shared tensors read from the host cache "
+              f"instead of fetched, {a['connector'].get('host_cache_fills', 0)} fetched once per host")
     # transports reported by rzmq (RZMQ_RDMA_LOG=1: one line per connection, and one with its
     # counters when an RDMA connection ends) in each run's logs
     if logs:

@@ -104,6 +104,32 @@ def served_by_rzmq() -> bool:
     return bool(path) and "pyzmq.libs" not in path and "pyzmq" not in os.path.basename(path)
 
 
+class PutTracker:
+    """Done once a put's buffers are no longer referenced by the producer (see put_tracked)."""
+
+    def __init__(self, store: Store, content):
+        self._store = store
+        self._content = content
+
+    @property
+    def done(self) -> bool:
+        """True when the key is released and every send of its bytes has finished."""
+        c = self._content
+        if c is None:
+            return True
+        if self._store.holds(c):
+            return False
+        return all(t.done for t in c.trackers)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Waits until done; zmq.NotDone after `timeout` seconds."""
+        end = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        while not self.done:
+            if end is not None and time.monotonic() >= end:
+                raise zmq.NotDone
+            time.sleep(0.001)
+
+
 class RzmqConnector(OmniConnectorBase):
     """vllm-omni connector moving stage data over rzmq (RDMA between rzmq hosts, else TCP)."""
 
@@ -220,6 +246,14 @@ class RzmqConnector(OmniConnectorBase):
             out["content"] = content
         return True, meta["size"], out
 
+    def put_tracked(self, from_stage: str, to_stage: str, put_key: str, data: Any):
+        """put(), plus a `PutTracker` that is done once the producer no longer needs `data`: the
+        key was released (consumed, cleaned up, expired) and every send of its bytes finished, so
+        a caller may reuse the buffers it put (as pyzmq's MessageTracker for copy=False sends)."""
+        ok, size, meta = self.put(from_stage, to_stage, put_key, data)
+        content = self.store.content_of(self._make_key(put_key, from_stage, to_stage)) if ok else None
+        return ok, size, meta, PutTracker(self.store, content)
+
     def cleanup(self, request_id: str, from_stage: str | None = None, to_stage: str | None = None) -> None:
         """Releases the producer's keys of `request_id`: the exact key, or every key that starts
         with it followed by a separator (`@_-:/.`)."""
@@ -307,6 +341,7 @@ class RzmqConnector(OmniConnectorBase):
         head = wire.encode_reply(wire.OK, req.req_id, meta)
         tracker = self._reply(router, identity, head + list(content.parts), track=True)
         if tracker is not None:
+            content.trackers = [t for t in content.trackers if not t.done] + [tracker]
             with self._lock:
                 self.m["requests_served"] += 1
                 self.m["bytes_served"] += meta["size"]

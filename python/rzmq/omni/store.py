@@ -39,6 +39,7 @@ class Content:
     meta: dict[str, Any]
     nbytes: int
     keys: set = field(default_factory=set)
+    trackers: list = field(default_factory=list)  # zmq.MessageTracker of every send of these bytes
 
 
 @dataclass
@@ -89,6 +90,17 @@ class Store:
             existing.keys.add(key)
             self._entries[key] = Entry(cid, now, now, self.consumers)
         return True
+
+    def holds(self, content: Content) -> bool:
+        """Whether `content` is still held for some key."""
+        with self._lock:
+            return bool(content.keys)
+
+    def content_of(self, key: str) -> Content | None:
+        """The content `key` names, without touching its TTL."""
+        with self._lock:
+            entry = self._entries.get(key)
+            return self._contents[entry.content_id] if entry is not None else None
 
     def lookup(self, key: str, content_id: str | None = None) -> Content | None:
         """The content for `key` (or, failing that, for `content_id`), touching its TTL."""
@@ -229,7 +241,10 @@ class HostCache:
                 pass
             self._unlink(path)  # damaged: fetch again
             return None
-        os.utime(path)  # recency for eviction
+        try:
+            os.utime(path)  # recency for eviction
+        except OSError:  # evicted meanwhile by another process: the mapping stays valid
+            pass
         return meta, views, m
 
     def lock(self, content_id: str, deadline: float):
