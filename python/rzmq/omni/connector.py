@@ -117,7 +117,7 @@ class PutTracker:
         c = self._content
         if c is None:
             return True
-        if self._store.holds(c):
+        if self._store.holds(c) or c.sending:
             return False
         return all(t.done for t in c.trackers)
 
@@ -339,15 +339,22 @@ class RzmqConnector(OmniConnectorBase):
             self._reply(router, identity, wire.encode_reply(wire.OK, req.req_id, {**meta, "query": True}))
             return
         head = wire.encode_reply(wire.OK, req.req_id, meta)
+        # Counted (and the key released when this was its last expected delivery) before the reply
+        # leaves, so a consumer that has the reply never sees stale counts; `content` keeps the
+        # bytes alive until the library has sent them.
+        with self._lock:
+            self.m["requests_served"] += 1
+            self.m["bytes_served"] += meta["size"]
+        content.sending += 1
+        self.store.served(req.key)
         tracker = self._reply(router, identity, head + list(content.parts), track=True)
         if tracker is not None:
             content.trackers = [t for t in content.trackers if not t.done] + [tracker]
+        content.sending -= 1
+        if tracker is not None:
             with self._lock:
-                self.m["requests_served"] += 1
-                self.m["bytes_served"] += meta["size"]
                 self.bytes_in_flight += meta["size"]
                 self._in_flight.append((tracker, meta["size"]))
-            self.store.served(req.key)
 
     def _reply(self, router, identity, frames, track=False):
         try:

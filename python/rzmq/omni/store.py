@@ -40,6 +40,7 @@ class Content:
     nbytes: int
     keys: set = field(default_factory=set)
     trackers: list = field(default_factory=list)  # zmq.MessageTracker of every send of these bytes
+    sending: int = 0  # replies being handed to the library (their trackers not yet in `trackers`)
 
 
 @dataclass

@@ -138,6 +138,17 @@ def consumer_config(**kw):
     return {"host": "127.0.0.1", "role": "receiver", **kw}
 
 
+def settled(conn, timeout=10.0) -> dict:
+    """The producer's health once its service thread has counted the deliveries it sent (it
+    releases a key just after the reply leaves, so a consumer can see the reply first)."""
+    end = time.monotonic() + timeout
+    while True:
+        h = conn.health()
+        if h["keys_held"] == 0 or time.monotonic() >= end:
+            return h
+        time.sleep(0.01)
+
+
 def rdma_counters(stderr: str, side: str) -> list[tuple[int, int]]:
     """(zero-copy frames or reads, copies) of every RDMA connection `side` ('rx' or 'tx') logged."""
     pat = (r"rx \d+ msgs \d+ B \((\d+) zero-copy reads\), (\d+) copies" if side == "rx"
@@ -234,7 +245,7 @@ def test_payload_kinds_round_trip(pair):
         if hasattr(got[0], "release"):
             got[0].release()
     assert p.put("0", "1", "empty", b"") == (False, 0, None)
-    h = p.health()
+    h = settled(p)
     assert h["keys_held"] == 0 and h["bytes_held"] == 0  # consumers=1: each released after its get
     assert h["bytes_released"]["consumed"] == h["bytes_put"]
 
@@ -291,8 +302,8 @@ def test_several_consumers_and_release_accounting():
             got, size = c.get("0", "1", "emb", meta)
             assert size == n and got.numpy().sum() == n
         # The third delivery released it: a fourth consumer finds nothing.
+        h = settled(p)
         assert cs[3].get_with_deadline("0", "1", "emb", meta, deadline=time.monotonic() + 2) is None
-        h = p.health()
         assert h["requests_served"] == 3 and h["bytes_held"] == 0
         assert h["bytes_released"]["consumed"] == n
     finally:
@@ -593,10 +604,7 @@ def test_a_host_cache_hit_still_counts_as_a_delivery(tmp_path):
         for i, m in zip((1, 2), metas):
             got, n = c.get("0", str(i), "r/emb", m)
             assert n == arr.nbytes and np.array_equal(got.numpy(), arr)
-        deadline = time.monotonic() + 10
-        while p.health()["keys_held"] and time.monotonic() < deadline:
-            time.sleep(0.01)
-        h = p.health()
+        h = settled(p)
         assert h["keys_held"] == 0 and h["requests_served"] == 1 and h["deliveries_from_host_cache"] == 1
         assert h["bytes_released"]["consumed"] == arr.nbytes == h["bytes_put"]
     finally:
