@@ -209,22 +209,25 @@ def markdown(results: list[dict], sizes: list[int], cmd: str) -> str:
     by = {r["row"]: {x["size"]: x for x in r["rows"]} for r in results}
     lines = [f"Command: `{cmd}`, {time.strftime('%Y-%m-%d')}, one run.", ""]
     peers = [r for r in ("shm", "mooncake-tcp") if r in by]  # the libzmq row is our connector too
-    head = "| payload | " + " | ".join(f"{r} p50 ms / MB/s" for r in by) + " | rzmq best / best peer (latency, throughput) |"
-    lines += [head, "|" + "---|" * (len(by) + 2)]
+    ours_rows = [r for r in ("rzmq-tcp", "rzmq-rdma") if r in by]
+    head = ("| payload | " + " | ".join(f"{r} p50 ms / MB/s" for r in by) + " | "
+            + " | ".join(f"{r} / best peer (p50 latency, throughput)" for r in ours_rows) + " |")
+    lines += [head, "|" + "---|" * (len(by) + len(ours_rows) + 1)]
     for s in sizes:
         cells = []
         for r in by:
             x = by[r].get(s)
             cells.append(f"{x['lat_p50_ms']:.2f} / {x['mbps']:.0f}" if x else "-")
-        ours = [by[r][s] for r in ("rzmq-tcp", "rzmq-rdma") if s in by.get(r, {})]
         theirs = [by[r][s] for r in peers if s in by[r]]
-        if ours and theirs:
-            lat = min(o["lat_p50_ms"] for o in ours) / min(t["lat_p50_ms"] for t in theirs)
-            thr = max(o["mbps"] for o in ours) / max(t["mbps"] for t in theirs)
-            ratio = f"{lat:.2f}x latency, {thr:.2f}x throughput"
-        else:
-            ratio = "-"
-        lines.append(f"| {fmt_size(s)} | " + " | ".join(cells) + f" | {ratio} |")
+        for r in ours_rows:
+            o = by[r].get(s)
+            if o and theirs:
+                lat = o["lat_p50_ms"] / min(t["lat_p50_ms"] for t in theirs)
+                thr = o["mbps"] / max(t["mbps"] for t in theirs)
+                cells.append(f"{lat:.2f}x, {thr:.2f}x")
+            else:
+                cells.append("-")
+        lines.append(f"| {fmt_size(s)} | " + " | ".join(cells) + " |")
     for r in results:
         if r.get("skipped"):
             lines.append(f"\n{r['row']} did not run: {r['skipped']}")
