@@ -150,6 +150,7 @@ class RzmqConnector(OmniConnectorBase):
             raise ValueError(f"rdma must be auto or require, not {self.rdma!r}")
         self.sender_host = c.get("sender_host")
         self.sender_zmq_port = c.get("sender_zmq_port")
+        self._sender_ranks: dict[int, tuple[str, int]] = {}
         self.get_timeout = float(c.get("get_timeout", 30.0))
         self.library = _serving_library()
         self.on_rzmq = served_by_rzmq()
@@ -448,8 +449,11 @@ class RzmqConnector(OmniConnectorBase):
         return obj, meta["size"]
 
     def _source(self, metadata) -> str | None:
+        rank = metadata.get("sender_rank") if metadata else None
         if metadata and metadata.get("source_host") and metadata.get("source_port"):
             host, port = metadata["source_host"], metadata["source_port"]
+        elif rank is not None and int(rank) in self._sender_ranks:
+            host, port = self._sender_ranks[int(rank)]
         elif self.sender_host and self.sender_zmq_port and str(self.sender_host).lower() != "auto":
             host, port = self.sender_host, self.sender_zmq_port
         else:
@@ -530,11 +534,27 @@ class RzmqConnector(OmniConnectorBase):
         sock.send_multipart(wire.encode_request(wire.OP_QUERY, req_id, key))
         deadline = time.monotonic() + timeout
         while sock.poll(max(1, int((deadline - time.monotonic()) * 1000))):
-            status, rid, meta, _ = wire.parse_reply(sock.recv_multipart())
+            try:
+                status, rid, meta, _ = wire.parse_reply(sock.recv_multipart())
+            except wire.ProtocolError as e:
+                logger.error("RzmqConnector: bad reply from %s: %s", endpoint, e)
+                break
             if rid == req_id:
                 return meta if status == wire.OK else None
         self._drop_dealer(endpoint)
         return None
+
+    def update_sender_info(self, sender_host: str, sender_zmq_port: int, sender_rank: int | None = None) -> None:
+        """The producer a get() without metadata asks (vllm-omni's KV transfer manager calls this);
+        per-rank endpoints go by `sender_rank`."""
+        if sender_rank is None:
+            self.sender_host, self.sender_zmq_port = sender_host, sender_zmq_port
+        else:
+            self._sender_ranks[int(sender_rank)] = (sender_host, sender_zmq_port)
+
+    def get_connection_info(self) -> dict[str, Any]:
+        """Where consumers reach this producer."""
+        return {"host": self.host, "zmq_port": self.port, "can_put": self.can_put, "endpoint": self.endpoint}
 
     def abandon_get(self, get_key: str) -> None:
         """Nothing to retire: a get holds no claim at the producer, and a reply that arrives for an

@@ -135,6 +135,10 @@ def parse_reply(frames: list) -> tuple[int, int, dict[str, Any], list]:
     parts = list(frames[2:])
     if status == OK and "kind" in meta:
         check_meta(meta)
+        if meta.get("query"):  # a QUERY's answer describes the payload without carrying it
+            if parts:
+                raise ProtocolError("a query answer with parts")
+            return status, req_id, meta, parts
         sizes = meta["parts"]
         if len(sizes) != len(parts):
             raise ProtocolError(f"{len(parts)} parts, meta says {len(sizes)}")

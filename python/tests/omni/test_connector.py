@@ -288,6 +288,18 @@ def test_metadata_less_get_uses_the_configured_sender(pair):
         assert n == 5000 and got.to_bytes() == b"q" * 5000
         q = c.query({"source_host": "127.0.0.1", "source_port": p.port}, "absent@0_1")
         assert q is None
+        assert p.put("0", "1", "m2", b"w" * 300)[0]
+        assert c.query({"source_host": "127.0.0.1", "source_port": p.port}, "m2@0_1")["size"] == 300
+    finally:
+        c.close()
+    # The KV transfer manager's path: sender info set after construction.
+    c = ro.RzmqConnector(consumer_config())
+    try:
+        assert c.get("0", "1", "m2") is None  # no sender known yet
+        info = p.get_connection_info()
+        c.update_sender_info(info["host"], info["zmq_port"])
+        got, n = c.get("0", "1", "m2")
+        assert got.to_bytes() == b"w" * 300
     finally:
         c.close()
 
