@@ -43,6 +43,7 @@ from typing import Any
 import zmq
 
 from vllm_omni.distributed.omni_connectors.connectors.base import OmniConnectorBase
+from vllm_omni.distributed.omni_connectors.utils.env import AUTO_HOST_VALUES, expand_env_int, expand_env_value
 
 from . import payload, wire
 from .store import HostCache, Store
@@ -139,8 +140,8 @@ class RzmqConnector(OmniConnectorBase):
         self._closed = True  # until built: close() (and __del__) must be safe on a half-built one
         self.config = dict(config or {})
         c = self.config
-        host = str(c.get("host") or "auto")
-        self.host = _local_address() if host.lower() in ("auto", "*", "0.0.0.0", "") else host
+        host = str(expand_env_value(c.get("host") or "auto", strict=True, field_name="host"))
+        self.host = _local_address() if host.lower() in AUTO_HOST_VALUES else host
         role = str(c.get("role", "auto")).lower()
         if role not in ("sender", "receiver", "auto"):
             raise ValueError(f"role must be sender, receiver or auto, not {role!r}")
@@ -186,7 +187,7 @@ class RzmqConnector(OmniConnectorBase):
             self._router = self.ctx.socket(zmq.ROUTER)
             for opt, val in ((zmq.LINGER, 0), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.ROUTER_MANDATORY, 1)):
                 self._router.setsockopt(opt, val)
-            port = int(c.get("zmq_port", 0) or 0)
+            port = expand_env_int(c.get("zmq_port", 0) or 0, "zmq_port")
             try:
                 self._router.bind(f"tcp://{self.host}:{port or '*'}")
             except zmq.ZMQError as e:

@@ -174,13 +174,14 @@ runtime:
   connectors:
     rzmq_edge:
       name: RzmqConnector
-      extra: {host: 127.0.0.1, zmq_port: 0, memory_pool_size: 67108864, buffer_ttl_seconds: 60}
+      extra: {host: "${RZO_TEST_HOST}", zmq_port: 0, memory_pool_size: 67108864, buffer_ttl_seconds: 60}
 stage_args:
   - stage_id: 0
     output_connectors: {to_stage_1: rzmq_edge}
   - stage_id: 1
     input_connectors: {from_stage_0: rzmq_edge}
 """
+    os.environ["RZO_TEST_HOST"] = "127.0.0.1"  # vllm-omni's configs may name variables
     path = tmp_path / "stages.yaml"
     path.write_text(yaml_text)
     cfg = load_omni_transfer_config(str(path))
