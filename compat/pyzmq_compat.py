@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Runs pyzmq's test suite per mode, survives crashes and hangs, and writes the pyzmq section of
 docs/COMPAT.md. Called by compat/run-pyzmq-tests.sh, which prepares the virtual environments;
-standard library only.
+standard library only. scripts/test-wheel.sh calls it too, with the modes wheel-run (`rzmq run --
+python -m pytest`) and wheel-activate (RZMQ_ACTIVATE=1) in a venv holding the rzmq wheel, and
+--no-report (those runs are not part of docs/COMPAT.md).
 
 Per mode the run is repeated after a crash (a test that kills the interpreter or outlives the
 mode's deadline) with every test already reported deselected, so one crash costs one test, and
@@ -31,7 +33,13 @@ MODE_TEXT = {
     "reference": "stock pyzmq wheel, its bundled libzmq (no rzmq)",
     "preload": "stock pyzmq wheel + LD_PRELOAD=target/release/libzmq.so (rzmq)",
     "source": "pyzmq built from source against scripts/install.sh PREFIX (rzmq), LD_LIBRARY_PATH=PREFIX/lib",
+    # scripts/test-wheel.sh (not in docs/COMPAT.md): the stock wheel next to the rzmq wheel
+    "wheel-run": "stock pyzmq wheel + rzmq wheel, `rzmq run -- python -m pytest`",
+    "wheel-activate": "stock pyzmq wheel + rzmq wheel, RZMQ_ACTIVATE=1",
 }
+# The wheel modes take the preload mode's rows of the notes (the same library serving the same
+# wheel) and the rows for 'wheel' (differences of their environment: no build tools on PATH).
+NOTES_MODE = {"wheel-run": "preload,wheel", "wheel-activate": "preload,wheel"}
 PASS = {"passed", "xpassed"}
 SKIP = {"skipped", "xfailed", "deselected", "flaky"}
 BEGIN, END = "<!-- pyzmq:begin -->", "<!-- pyzmq:end -->"
@@ -100,7 +108,7 @@ def run_mode(args, mode, env, python, notes):
     deselect = [(tid, reason) for tid, action, reason in notes if action == "deselect"]
     env = dict(env)
     env.update({
-        "RZMQ_COMPAT_MODE": mode,
+        "RZMQ_COMPAT_MODE": NOTES_MODE.get(mode, mode),
         "RZMQ_COMPAT_NOTES": args.notes,
         "RZMQ_COMPAT_RESULTS": results_path,
         "RZMQ_COMPAT_SKIPFILE": skip_path,
@@ -112,7 +120,7 @@ def run_mode(args, mode, env, python, notes):
     while True:
         attempt += 1
         xml = os.path.join(build, f"pyzmq-{mode}.xml" if attempt == 1 else f"pyzmq-{mode}-{attempt}.xml")
-        cmd = [python, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pyzmq_compat_plugin",
+        cmd = [*launcher(args, mode), python, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pyzmq_compat_plugin",
                f"--timeout={args.timeout}", "--timeout-method=signal", "-v", "-rfEsx",
                f"--junitxml={xml}", "-o", f"junit_suite_name=pyzmq-{mode}"]
         for tid, _ in deselect:
@@ -225,8 +233,21 @@ def count(results):
     return c
 
 
+def launcher(args, mode):
+    """Command prefix of the mode's Python processes (`rzmq run --` in wheel-run)."""
+    return [args.rzmq, "run", "--"] if mode == "wheel-run" else []
+
+
 def mode_env(args, mode):
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH", "RZMQ_ACTIVATE")}
+    if mode in ("wheel-run", "wheel-activate"):
+        # args.lib is the rzmq wheel's installed rzmq/_lib/libzmq.so.5
+        if mode == "wheel-activate":
+            env["RZMQ_ACTIVATE"] = "1"
+        env["RZMQ_COMPAT_EXPECT"] = "rzmq"
+        env["RZMQ_COMPAT_LIB"] = args.lib
+        return env, args.wheel_python
     if mode == "preload":
         env["LD_PRELOAD"] = args.lib
         env["RZMQ_COMPAT_EXPECT"] = "rzmq"
@@ -243,7 +264,7 @@ def mode_env(args, mode):
 
 def preload_check(args, mode, env, python):
     out = os.path.join(args.build, f"pyzmq-{mode}-libcheck.json")
-    cmd = [python, os.path.join(COMPAT, "pyzmq_preload_check.py"), "--expect", env["RZMQ_COMPAT_EXPECT"],
+    cmd = [*launcher(args, mode), python, os.path.join(COMPAT, "pyzmq_preload_check.py"), "--expect", env["RZMQ_COMPAT_EXPECT"],
            "--json", out]
     if env.get("RZMQ_COMPAT_LIB"):
         cmd += ["--lib", env["RZMQ_COMPAT_LIB"]]
@@ -430,10 +451,12 @@ def main():
     ap.add_argument("--max-attempts", type=int, default=12)
     ap.add_argument("--no-traffic", action="store_true")
     ap.add_argument("--report-only", action="store_true", help="rewrite docs/COMPAT.md from the last results")
+    ap.add_argument("--no-report", action="store_true", help="leave docs/COMPAT.md alone (scripts/test-wheel.sh)")
+    ap.add_argument("--rzmq", help="the rzmq console script (mode wheel-run)")
     ap.add_argument("--setup-failed", action="append", default=[], metavar="MODE=REASON",
                     help="a mode whose environment could not be prepared (reported as failed)")
     args = ap.parse_args()
-    for name in ("build", "tests", "wheel_python", "source_python", "lib", "prefix", "notes", "compat_md"):
+    for name in ("build", "tests", "wheel_python", "source_python", "lib", "prefix", "notes", "compat_md", "rzmq"):
         if getattr(args, name):
             setattr(args, name, os.path.abspath(getattr(args, name)))  # pytest runs in --tests
 
@@ -452,13 +475,15 @@ def main():
         else:
             env, python = mode_env(args, mode)
             ok, proof = preload_check(args, mode, env, python)
-            notes = read_notes(args.notes, mode)
+            notes = read_notes(args.notes, NOTES_MODE.get(mode, mode))
             results, facts = run_mode(args, mode, env, python, notes)
             if not ok:
                 facts["libcheck_problems"].append("pyzmq_preload_check.py failed")
                 results["(library check)"] = {"outcome": "failed", "reruns": 0,
                                               "message": proof.splitlines()[-2] if proof else "no output"}
             summary.update(results=results, facts=facts)
+            if mode != "preload":
+                summary["proof"] = proof
             if mode == "preload":
                 summary["preload_proof"] = proof
                 if not args.no_traffic:
@@ -475,7 +500,8 @@ def main():
         for nodeid, r in sorted(summary["results"].items()):
             if classify(r["outcome"]) == "failed" or r["outcome"] == "flaky":
                 log(f"  {mode} {r['outcome'].upper()} {nodeid}: {r['message'][:200]}")
-    write_report(args, notes_table(args.notes))
+    if not args.no_report:
+        write_report(args, notes_table(args.notes))
     print(f"{totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped", flush=True)
     return 1 if totals["failed"] else 0
 

@@ -33,7 +33,9 @@ def _emit(obj):
 
 
 def read_notes(path, mode):
-    """[(test id, action, reason)] of the notes rows that apply to `mode`."""
+    """[(test id, action, reason)] of the notes rows that apply to `mode` (or to any mode of a
+    comma list: the wheel modes of scripts/test-wheel.sh take the rows of 'preload,wheel')."""
+    wanted = set(mode.split(","))
     rows = []
     if not path or not os.path.exists(path):
         return rows
@@ -46,7 +48,7 @@ def read_notes(path, mode):
             if len(parts) < 4:
                 raise ValueError(f"{path}: expected 4 tab-separated columns: {line!r}")
             test_id, modes, action, reason = parts[0], parts[1], parts[2], "\t".join(parts[3:])
-            if modes == "all" or mode in modes.split(","):
+            if modes == "all" or wanted & set(modes.split(",")):
                 rows.append((test_id, action, reason))
     return rows
 

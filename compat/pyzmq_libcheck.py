@@ -68,9 +68,9 @@ def _sym_addr(handle, symbol):
 
 def resolve(symbol="zmq_msg_init_data"):
     """(file, scope) that the dynamic linker binds the pyzmq backend's `symbol` to."""
-    addr = _sym_addr(ctypes.CDLL(None), symbol)  # global scope: program, LD_PRELOAD, RTLD_GLOBAL
+    addr = _sym_addr(ctypes.CDLL(None), symbol)  # global scope: program, LD_PRELOAD, RTLD_GLOBAL (rzmq wheel)
     if addr:
-        return file_of(addr), "global scope (LD_PRELOAD)"
+        return file_of(addr), "global scope (LD_PRELOAD, RTLD_GLOBAL)"
     addr = _sym_addr(ctypes.CDLL(backend_path()), symbol)  # the backend's own dependency tree
     return file_of(addr), "backend's DT_NEEDED"
 

@@ -59,7 +59,9 @@ say() { echo "[pyzmq-compat] $*"; }
 mkdir -p "$BUILD"
 # pip resolves against PyPI only; its wheel cache would hide a rebuild of the source mode
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
-TEST_DEPS=(pytest pytest-timeout pytest-asyncio pytest-rerunfailures tornado gevent msgpack numpy cython setuptools)
+# shared with scripts/test-wheel.sh: PYZMQ_TEST_DEPS, pyzmq_sdist_tests
+source "$COMPAT/pyzmq-tests.sh"
+TEST_DEPS=("${PYZMQ_TEST_DEPS[@]}")
 
 # make_venv DIR: a venv with pyzmq's test requirements (what installs cleanly from PyPI)
 make_venv() {
@@ -87,25 +89,7 @@ if [ -z "$WHEEL_LIBZMQ" ]; then
     exit 1
 fi
 SDIST="$BUILD/pyzmq-$PYZMQ_VERSION.tar.gz"
-if [ ! -f "$SDIST" ]; then
-    "$WHEEL_VENV/bin/pip" download -q --no-binary :all: --no-deps "pyzmq==$PYZMQ_VERSION" -d "$BUILD"
-fi
-TESTS="$BUILD/pyzmq-tests-$PYZMQ_VERSION"
-if [ ! -f "$TESTS/pytest.ini" ]; then
-    # pyzmq >= 26 keeps its tests in tests/ (older: zmq/tests/); they must not run from the
-    # source tree, whose zmq/ package would shadow the installed one
-    rm -rf "$TESTS" "$BUILD/pyzmq-$PYZMQ_VERSION"
-    tar -xzf "$SDIST" -C "$BUILD"
-    mkdir -p "$TESTS"
-    src="$BUILD/pyzmq-$PYZMQ_VERSION"
-    if [ -d "$src/tests" ]; then
-        cp -r "$src/tests" "$TESTS/tests"
-    else
-        cp -r "$src/zmq/tests" "$TESTS/tests"
-    fi
-    cp "$src/pytest.ini" "$TESTS/" 2>/dev/null || printf '[pytest]\n' > "$TESTS/pytest.ini"
-    [ -d "$src/mypy_tests" ] && cp -r "$src/mypy_tests" "$TESTS/"
-fi
+TESTS=$(pyzmq_sdist_tests "$WHEEL_VENV/bin/pip" "$BUILD" "$PYZMQ_VERSION")
 
 # --- our library -------------------------------------------------------------------------------
 SETUP_FAILED=()

@@ -1,0 +1,1 @@
+"""Holds libzmq.so.5 (rzmq-capi) in built wheels."""
