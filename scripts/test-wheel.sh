@@ -12,7 +12,9 @@
 #   4. pyzmq's own test suite (compat/pyzmq_compat.py: the preload mode's selection and notes) twice:
 #      `rzmq run -- python -m pytest ...` (mode wheel-run) and RZMQ_ACTIVATE=1 (mode
 #      wheel-activate); each run is refused unless rzmq's library serves pyzmq (the plugin's check
-#      at session start, and LD_DEBUG=bindings in compat/pyzmq_preload_check.py).
+#      at session start, and LD_DEBUG=bindings in compat/pyzmq_preload_check.py);
+#   5. the vllm-omni connector the wheel carries: registered through vllm-omni's plugin entry
+#      point, built from a stage config, payloads between processes, activated (RZMQ_ACTIVATE=1).
 # Logs and results: python/build/ (gitignored); pyzmq's sdist tests are shared with compat/build/.
 #
 # usage: scripts/test-wheel.sh [--no-build] [--no-pyzmq-suite]
@@ -117,4 +119,27 @@ if [ "$SUITE" = 1 ]; then
     say "  pyzmq suite, both modes: $(( $(date +%s) - t )) s"
     [ "$rc" = 0 ] || { echo "pyzmq's suite failed on the rzmq wheel (python/build/pyzmq/)" >&2; exit 1; }
 fi
+# --- 5. the vllm-omni connector the wheel carries, loaded through vllm-omni's plugin entry point ----
+# vllm-omni 0.30.0 without its dependencies (torch, vLLM: python/tests/omni/vllm_omni_shim.py says
+# what stands in for them), the connector layer's own imports as binary wheels; the connector's
+# tests then run activated (RZMQ_ACTIVATE=1), on the installed package, between processes.
+say "vllm-omni connector from the wheel (log: python/build/test-wheel-omni.log)"
+t=$(date +%s)
+if ! run_clean nice -n 10 "$VENV/bin/python" -m pip install -q --only-binary :all: numpy msgspec pillow omegaconf pyyaml \
+        > "$BUILD/test-wheel-omni-install.log" 2>&1 \
+   || ! run_clean nice -n 10 "$VENV/bin/python" -m pip install -q --no-deps vllm-omni==0.30.0 \
+        >> "$BUILD/test-wheel-omni-install.log" 2>&1; then
+    cat "$BUILD/test-wheel-omni-install.log" >&2
+    exit 1
+fi
+if ! (cd "$BUILD" && run_clean RZMQ_ACTIVATE=1 "$VENV/bin/python" -m pytest -p no:cacheprovider -q --timeout=300 \
+        "$ROOT/python/tests/omni/test_connector.py" \
+        -k "entry_point or registered or stage_config or kinds or between_processes or many_consumers") \
+        > "$BUILD/test-wheel-omni.log" 2>&1; then
+    tail -40 "$BUILD/test-wheel-omni.log" >&2
+    exit 1
+fi
+grep -q " passed" "$BUILD/test-wheel-omni.log" && ! grep -q "skipped" "$BUILD/test-wheel-omni.log" \
+    || { tail -5 "$BUILD/test-wheel-omni.log" >&2; echo "the connector tests skipped something on the wheel" >&2; exit 1; }
+say "  $(tail -1 "$BUILD/test-wheel-omni.log") ($(( $(date +%s) - t )) s)"
 say "OK ($(stamp))"

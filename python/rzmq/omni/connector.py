@@ -75,34 +75,18 @@ def _local_address() -> str:
 
 
 def _serving_library() -> str | None:
-    """The file that defines the zmq_* symbols pyzmq binds to (None when not found)."""
-    import ctypes
+    """The file pyzmq's zmq_* calls bind to here (None when pyzmq's backend is not loaded)."""
+    from .. import _libcheck
 
-    class _Info(ctypes.Structure):
-        _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p),
-                    ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
-
-    try:
-        import zmq.backend.cython._zmq as backend
-
-        libc = ctypes.CDLL(None)
-        for handle in (libc, ctypes.CDLL(backend.__file__)):
-            try:
-                addr = ctypes.cast(handle.zmq_msg_init_data, ctypes.c_void_p).value
-            except AttributeError:
-                continue
-            info = _Info()
-            if addr and libc.dladdr(ctypes.c_void_p(addr), ctypes.byref(info)) and info.fname:
-                return os.path.realpath(info.fname.decode())
-    except Exception:  # noqa: BLE001 (diagnostics only)
-        return None
-    return None
+    return _libcheck.bound_file()[0]
 
 
 def served_by_rzmq() -> bool:
-    """Whether pyzmq's zmq_* calls in this process go to rzmq (not a bundled libzmq)."""
+    """Whether pyzmq's zmq_* calls in this process go to rzmq rather than the wheel's bundled libzmq."""
+    from .. import _libcheck
+
     path = _serving_library()
-    return bool(path) and "pyzmq.libs" not in path and "pyzmq" not in os.path.basename(path)
+    return bool(path) and path != _libcheck.bundled_libzmq() and "pyzmq.libs" not in path
 
 
 class PutTracker:

@@ -23,7 +23,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..", "..")))  # python/ (the rzmq package)
+try:  # the installed rzmq (the wheel) when there is one, else this source tree's python/
+    import rzmq.omni  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..", "..")))
 
 import vllm_omni_shim  # noqa: E402
 

@@ -27,7 +27,10 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "python"))
+try:  # the installed rzmq (the wheel) when there is one, else this source tree's python/
+    import rzmq.omni  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.join(ROOT, "python"))
 
 import vllm_omni_shim  # noqa: E402
 
@@ -58,12 +61,20 @@ NETNS_IP = ("10.78.0.1", "10.78.0.2")
 ro.register()
 
 
+# Run activated (RZMQ_ACTIVATE=1, the installed wheel: scripts/test-wheel.sh), the peers are
+# turned on the same way; otherwise rzmq is preloaded (python/tests/omni/run.sh).
+ACTIVATED = os.environ.get("RZMQ_ACTIVATE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def peer_env(mode: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RZMQ_") and k != "LD_PRELOAD"}
     env["PYTHONUNBUFFERED"] = "1"
     if mode == "stock":
         return env
-    env["LD_PRELOAD"] = LIB
+    if ACTIVATED:
+        env["RZMQ_ACTIVATE"] = "1"
+    else:
+        env["LD_PRELOAD"] = LIB
     if mode == "rzmq-tcp":
         env["RZMQ_RDMA"] = "off"
     elif mode == "rzmq-rdma":
@@ -158,6 +169,19 @@ def rdma_counters(stderr: str, side: str) -> list[tuple[int, int]]:
 
 # ----------------------------------------------------------------------------------------------
 # vllm-omni's own registration and configuration paths
+
+
+def test_an_installed_wheel_registers_through_vllm_omnis_plugin_entry_point():
+    from importlib import metadata
+
+    eps = [e for e in metadata.entry_points(group="vllm_omni.general_plugins") if e.name == "rzmq"]
+    if not eps:
+        pytest.skip("the rzmq wheel is not installed here (scripts/test-wheel.sh runs this)")
+    register = eps[0].load()  # what vllm_omni.plugins.load_omni_general_plugins() does, then calls
+    assert register is ro.register
+    register()
+    assert ro.CONNECTOR_NAME in OmniConnectorFactory.list_registered_connectors()
+    assert "site-packages" in ro.__file__  # the wheel's package, not this checkout's
 
 
 def test_registered_with_the_real_factory_and_base_class():
