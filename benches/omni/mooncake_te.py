@@ -59,7 +59,6 @@ import atexit
 import ctypes
 import hashlib
 import json
-import math
 import mmap
 import multiprocessing as mp
 import multiprocessing.connection as mpc
