@@ -66,7 +66,7 @@ def _shared_objects(obj, out):
 
 
 class Link:
-    """One stage's connector (the subset of the old ZmqConnector's surface the stages use)."""
+    """One stage's connector: what the stage engines call (put_tracked, get, health, close)."""
 
     def __init__(self, stage, host, sharing, cache_bytes, budget_bytes, timeout, cache_dir):
         self.stage = stage
