@@ -169,7 +169,7 @@ pub fn spin_stats() -> u64 {
 const SPIN_MISSES: u8 = 4;
 
 /// One socket's adaptive busy-polling: it polls before sleeping while polling finds input, stops
-/// after [`SPIN_MISSES`] polls in a row that found none (sparse traffic: the budget would only
+/// after `SPIN_MISSES` (4) polls in a row that found none (sparse traffic: the budget would only
 /// burn CPU), and starts again when a receive that slept was answered within the budget (a
 /// poll would have caught it).
 #[derive(Debug, Clone)]

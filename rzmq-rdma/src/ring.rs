@@ -424,7 +424,7 @@ impl Ring {
 
     /// Takes a send-queue slot for an unsignaled WR the owner posts itself (memory-window binds
     /// and invalidations): a later signaled WR covers it. False when that would leave fewer
-    /// slots than the largest flush takes ([`FLUSH_MAX_WRS`]): those stay for the next flush,
+    /// slots than the largest flush takes (`FLUSH_MAX_WRS`): those stay for the next flush,
     /// whose signaled WR frees the unsignaled slots. (Leaving one slot was not enough: a flush
     /// that wraps or carries credits needs two or three, and with nothing signaled in flight
     /// the queue stayed full for good.)
