@@ -244,10 +244,25 @@ def run_procs(cmds, env, timeout):
     return out
 
 
+# CPU seconds (user + system) of the last measure()'s processes together, from RUSAGE_CHILDREN:
+# printed with each run's value on stderr (less moved by other work on the host than the rates).
+LAST_CPU = [None]
+
+
 def measure(spec, kind, transport, size, count, timeout):
     """One run. Returns (value or None, why not)."""
     tools, env, _, rdma = spec
     e = clean_env(env)
+    import resource
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        return _measure(tools, e, rdma, kind, transport, size, count, timeout)
+    finally:
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        LAST_CPU[0] = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+
+
+def _measure(tools, e, rdma, kind, transport, size, count, timeout):
     if transport == "inproc":
         role = "inproc_" + kind
         if role not in tools:
@@ -366,7 +381,7 @@ def scale_argv(group, args):
 
 
 def scale_measure(group, args, env, timeout):
-    """One run. Returns (value, detail line) or (None, why not)."""
+    """One run. Returns (value, (CPU us per operation or None, detail line)) or (None, why not)."""
     res = run_procs([scale_argv(group, args)], clean_env(env), timeout)
     rc, so, se = res[0]
     if rc is None:
@@ -376,8 +391,9 @@ def scale_measure(group, args, env, timeout):
     m = re.search(r"^result: ([\d.]+)", so, re.M)
     if not m:
         return None, "no result in %r" % so[-200:]
-    lines = so.strip().splitlines()
-    return float(m.group(1)), (lines[1] if len(lines) > 1 else "")
+    c = re.search(r"^cpu: ([\d.]+) us", so, re.M)
+    lines = [l for l in so.strip().splitlines() if not l.startswith(("result:", "cpu:"))]
+    return float(m.group(1)), (float(c.group(1)) if c else None, lines[0] if lines else "")
 
 
 def fmt_scale(v, unit):
@@ -396,7 +412,7 @@ def run_scale(a):
         # A third column: rzmq's C ABI with extra settings (e.g. RZMQ_FRAMED_NAP_EMPTY=0).
         extra_env = dict(kv.split("=", 1) for kv in a.scale_env.split(","))
         impls["rzmq-capi " + a.scale_env] = dict(SCALE_IMPLS["rzmq-capi"], **extra_env)
-    results, failures, details = {}, {}, {}
+    results, failures, details, cpu = {}, {}, {}, {}
     for r in range(rounds):
         for group, label, args, unit, _ in SCALE_ROWS:
             for name, env in impls.items():
@@ -406,8 +422,10 @@ def run_scale(a):
                     print("FAILED %s %s: %s" % (label, name, why), file=sys.stderr)
                 else:
                     results.setdefault((label, name), []).append(v)
-                    details.setdefault((label, name), []).append(why)
-                    print("%s %s: %s" % (label, name, v), file=sys.stderr)
+                    if why[0] is not None:
+                        cpu.setdefault((label, name), []).append(why[0])
+                    details.setdefault((label, name), []).append(why[1])
+                    print("%s %s: %s (cpu %s us/op)" % (label, name, v, why[0]), file=sys.stderr)
         print("round %d done (%.0f s)" % (r + 1, time.time() - started), file=sys.stderr)
 
     med = {k: statistics.median(v) for k, v in results.items()}
@@ -416,7 +434,9 @@ def run_scale(a):
     head = ["workload", "unit", "libzmq"]
     for n in others:
         head += [n, "%s / libzmq" % n]
-    head += ["%s vs its first row" % n for n in names] + ["rzmq-capi's runs"]
+    head += ["%s vs its first row" % n for n in names]
+    head += ["CPU us/op, %s" % n for n in names] + ["rzmq-capi's runs"]
+    cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     first = {}
     for group, label, args, unit, higher in SCALE_ROWS:
@@ -428,6 +448,10 @@ def run_scale(a):
             row += [cell(v), "%.2fx" % (v / vals[0]) if v and vals[0] else ""]
         for v, f in zip(vals, first[group]):
             row.append("%.2fx" % (v / f) if v and f and group in ("pubsub", "router", "pairs") else "")
+        c0 = cpu_med.get((label, names[0]))
+        for i, n in enumerate(names):
+            c = cpu_med.get((label, n))
+            row.append("" if c is None else "%.3f" % c if i == 0 or not c0 else "%.3f (%.2fx)" % (c, c / c0))
         runs = ", ".join(fmt_scale(v, unit) for v in results.get((label, "rzmq-capi"), []))
         for name in names:
             if (label, name) in failures:
@@ -476,7 +500,10 @@ def run_scale(a):
         "RZMQ_RDMA=off`), alternating, %d rounds; cells are medians, %d B messages over"
         % (rounds, SCALE_SIZE),
         "`tcp://127.0.0.1`. \"vs its first row\": the row's median over the first row of its group for",
-        "the same library (how each library's throughput holds up as the work grows). Memory: lower is",
+        "the same library (how each library's throughput holds up as the work grows). \"CPU us/op\": the",
+        "median over the rounds of the process's CPU time (getrusage, every thread, the libraries' I/O",
+        "threads included) over the timed part, per message delivered or round trip, and its ratio to",
+        "libzmq's (lower is better; less moved by other work on the host than wall time). Memory: lower is",
         "better. Arguments per row (`scale <mode> <endpoint(s)> ...`): %s." % "; ".join(
             "%s `%s %s`" % (label, group, " ".join(str(x) for x in args)) for group, label, args, _, _ in SCALE_ROWS),
         "",
@@ -556,7 +583,9 @@ def main():
                             print("FAILED %s: %s" % (key, why), file=sys.stderr)
                         else:
                             results.setdefault(key, []).append(v)
-                            print("%s %s %s %s: %s" % (kind, transport, fmt_size(size), name, v), file=sys.stderr)
+                            print("%s %s %s %s: %s (CPU of both processes: %.0f ns per %s)" % (
+                                kind, transport, fmt_size(size), name, v, LAST_CPU[0] * 1e9 / count,
+                                "message" if kind == "thr" else "round trip"), file=sys.stderr)
         print("round %d done (%.0f s)" % (r + 1, time.time() - started), file=sys.stderr)
 
     names = list(impls)

@@ -18,7 +18,10 @@
  *   scale idle N_SOCKETS                  N DEALER sockets, unbound, unconnected.
  *                                         result: RSS bytes per socket.
  *
- * Every mode prints `result: <value> <unit>` plus details on following lines. Connection set-up
+ * Every mode prints `result: <value> <unit>`; the throughput modes then `cpu: <us> us per ...`,
+ * the process's CPU time (all threads, getrusage) over the timed part per message or round trip
+ * (less sensitive than wall time to other work on a shared host; spinning counts in it); then
+ * details. Connection set-up
  * is never timed: every mode first waits for a message through every connection.
  */
 #define _GNU_SOURCE
@@ -53,6 +56,13 @@ static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* CPU time of the whole process (every thread, the libraries' I/O threads included), seconds. */
+static double cpu_secs(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
 static void raise_nofile(void) {
@@ -107,7 +117,7 @@ struct pub_arg {
     size_t size;
     long count;
     atomic_int ready, bound;
-    double t0;
+    double t0, cpu0;
 };
 
 static void *publisher(void *p) {
@@ -125,6 +135,7 @@ static void *publisher(void *p) {
     }
     char *buf = calloc(1, a->size < 1 ? 1 : a->size);
     buf[0] = 'D';
+    a->cpu0 = cpu_secs();
     a->t0 = now();
     for (long i = 0; i < a->count; i++)
         CHECK(zmq_send(pub, buf, a->size, 0));
@@ -138,7 +149,7 @@ static void *publisher(void *p) {
 
 static int mode_pubsub(const char *ep, int n, size_t size, long count) {
     void *ctx = new_ctx();
-    struct pub_arg a = {ctx, ep, size, count, 0, 0, 0};
+    struct pub_arg a = {ctx, ep, size, count, 0, 0, 0, 0};
     pthread_t th;
     pthread_create(&th, NULL, publisher, &a);
     while (!atomic_load(&a.bound))
@@ -155,7 +166,7 @@ static int mode_pubsub(const char *ep, int n, size_t size, long count) {
     }
     int nseen = 0, ndone = 0;
     long delivered = 0;
-    double t1 = 0;
+    double t1 = 0, cpu1 = 0;
     zmq_msg_t m;
     zmq_msg_init(&m);
     while (ndone < n) {
@@ -178,8 +189,10 @@ static int mode_pubsub(const char *ep, int n, size_t size, long count) {
                     }
                 } else if (c == 'E') {
                     done[i] = 1;
-                    if (++ndone == n)
+                    if (++ndone == n) {
                         t1 = now();
+                        cpu1 = cpu_secs();
+                    }
                     break;
                 }
             }
@@ -188,6 +201,7 @@ static int mode_pubsub(const char *ep, int n, size_t size, long count) {
     pthread_join(th, NULL);
     double secs = t1 - a.t0;
     printf("result: %.0f msg/s\n", delivered / secs);
+    printf("cpu: %.3f us per message delivered (all threads)\n", (cpu1 - a.cpu0) * 1e6 / delivered);
     printf("subscribers: %d, size: %zu, per subscriber: %ld, delivered: %ld (expected %ld), %.3f s\n",
            n, size, count, delivered, (long)n * count, secs);
     zmq_msg_close(&m);
@@ -263,6 +277,7 @@ static int mode_router(const char *ep, int n, size_t size, long count) {
     double w1 = now();
     int window = n >= 256 ? 1 : 256 / n;
     long sent = 0, received = 0;
+    double cpu0 = cpu_secs();
     double t0 = now();
     for (int i = 0; i < n && sent < count; i++)
         for (int w = 0; w < window && sent < count; w++, sent++)
@@ -287,10 +302,12 @@ static int mode_router(const char *ep, int n, size_t size, long count) {
         }
     }
     double t1 = now();
+    double cpu1 = cpu_secs();
     if (getenv("SCALE_DEBUG"))
         fprintf(stderr, "polls %ld\n", polls);
     pthread_join(th, NULL);
     printf("result: %.0f msg/s\n", count / (t1 - t0));
+    printf("cpu: %.3f us per round trip (all threads)\n", (cpu1 - cpu0) * 1e6 / count);
     printf("dealers: %d, size: %zu, round trips: %ld, in flight per dealer: %d, %.3f s; warm-up (connect + 1 round trip each): %.3f s\n",
            n, size, count, window, t1 - t0, w1 - w0);
     zmq_msg_close(&m);
@@ -375,13 +392,16 @@ static int mode_pairs(const char *eps, int n, size_t size, long count) {
     for (int i = 0; i < n; i++)
         pthread_create(&th[2 * i + 1], NULL, pair_push, &a[i]);
     pthread_barrier_wait(&ready);
+    double cpu0 = cpu_secs();
     double t0 = now(), t1 = 0;
     for (int i = 0; i < 2 * n; i++)
         pthread_join(th[i], NULL);
+    double cpu1 = cpu_secs();
     for (int i = 0; i < n; i++)
         if (a[i].t_end > t1)
             t1 = a[i].t_end;
     printf("result: %.0f msg/s\n", n * count / (t1 - t0));
+    printf("cpu: %.3f us per message (all threads)\n", (cpu1 - cpu0) * 1e6 / (n * count));
     printf("pairs: %d, size: %zu, per pair: %ld, %.3f s, %s context%s\n", n, size, count, t1 - t0,
            shared ? "one" : "a", shared ? "" : " per pair");
     for (int i = 0; i < n; i++) {
