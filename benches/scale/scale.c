@@ -10,6 +10,7 @@
  *                                         by one thread (zmq_poll over all, then
  *                                         drain), max(1, 256/N) requests in flight per
  *                                         DEALER, COUNT round trips in all. result: round trips/s.
+ *                                         SCALE_FORK=1: the ROUTER in a child process instead.
  *   scale pairs EP1,EP2,... N SIZE COUNT  N independent PUSH -> PULL pairs over tcp, a thread per
  *                                         socket, a context per pair (SCALE_SHARED_CTX=1: one),
  *                                         COUNT messages per pair. result: aggregate msg/s.
@@ -34,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -255,12 +257,28 @@ static void **connect_dealers(void *ctx, const char *ep, int n) {
 }
 
 static int mode_router(const char *ep, int n, size_t size, long count) {
+    /* SCALE_FORK=1: the ROUTER runs in a child process with its own context (connections between
+     * two processes, each with its own I/O thread) instead of a thread of this one. */
+    int forked = getenv("SCALE_FORK") && atoi(getenv("SCALE_FORK"));
+    pid_t child = -1;
+    pthread_t th;
+    if (forked) {
+        child = fork();
+        if (child == 0) {
+            struct echo_arg c = {new_ctx(), ep, n + count, 0};
+            echo_server(&c);
+            zmq_ctx_term(c.ctx);
+            _exit(0);
+        }
+        sleep_ms(200); /* the child binds; DEALER connects retry anyway */
+    }
     void *ctx = new_ctx();
     struct echo_arg a = {ctx, ep, n + count, 0};
-    pthread_t th;
-    pthread_create(&th, NULL, echo_server, &a);
-    while (!atomic_load(&a.bound))
-        sleep_ms(1);
+    if (!forked) {
+        pthread_create(&th, NULL, echo_server, &a);
+        while (!atomic_load(&a.bound))
+            sleep_ms(1);
+    }
     void **d = connect_dealers(ctx, ep, n);
     zmq_pollitem_t *items = calloc(n, sizeof *items);
     for (int i = 0; i < n; i++) {
@@ -305,9 +323,13 @@ static int mode_router(const char *ep, int n, size_t size, long count) {
     double cpu1 = cpu_secs();
     if (getenv("SCALE_DEBUG"))
         fprintf(stderr, "polls %ld\n", polls);
-    pthread_join(th, NULL);
+    if (forked)
+        waitpid(child, NULL, 0);
+    else
+        pthread_join(th, NULL);
     printf("result: %.0f msg/s\n", count / (t1 - t0));
-    printf("cpu: %.3f us per round trip (all threads)\n", (cpu1 - cpu0) * 1e6 / count);
+    printf("cpu: %.3f us per round trip (all threads%s)\n", (cpu1 - cpu0) * 1e6 / count,
+           forked ? " of the DEALERs' process only" : "");
     printf("dealers: %d, size: %zu, round trips: %ld, in flight per dealer: %d, %.3f s; warm-up (connect + 1 round trip each): %.3f s\n",
            n, size, count, window, t1 - t0, w1 - w0);
     zmq_msg_close(&m);
