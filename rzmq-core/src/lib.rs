@@ -38,6 +38,7 @@ pub mod signal;
 pub mod small;
 
 pub mod socket;
+pub mod sockopt;
 pub mod socks;
 pub mod spsc;
 
@@ -50,4 +51,5 @@ pub use error::{Error, Result};
 pub use msg::Msg;
 
 pub use socket::{Socket, SocketType, DONTWAIT, SNDMORE};
+pub use sockopt::{RecvFlags, SendFlags, SettableOption, SocketOption};
 pub mod options;

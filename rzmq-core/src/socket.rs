@@ -21,6 +21,7 @@ use crate::options::{OptValue, Options};
 use crate::pattern::{self, Pattern, PipeEntry, PipeId, PipeTable};
 use crate::pipe::{self, Notify, Target};
 use crate::signal::Mailbox;
+use crate::sockopt::{RecvFlags, SendFlags};
 use crate::transport;
 
 /// Don't block (`ZMQ_DONTWAIT`).
@@ -494,16 +495,18 @@ impl Socket {
     }
 
     /// Sends one frame built from `data`; SNDMORE and DONTWAIT in `flags`.
-    pub fn send(&mut self, data: impl Into<Msg>, flags: i32) -> Result<()> {
-        self.send_msg(data.into(), flags).map_err(|(_, e)| e)
+    pub fn send(&mut self, data: impl Into<Msg>, flags: impl Into<SendFlags>) -> Result<()> {
+        self.send_msg(data.into(), flags.into().bits())
+            .map_err(|(_, e)| e)
     }
 
     /// Sends a whole multipart message.
-    pub fn send_multipart<I, T>(&mut self, parts: I, flags: i32) -> Result<()>
+    pub fn send_multipart<I, T>(&mut self, parts: I, flags: impl Into<SendFlags>) -> Result<()>
     where
         I: IntoIterator<Item = T>,
         T: Into<Msg>,
     {
+        let flags = flags.into().bits();
         let mut it = parts.into_iter().peekable();
         while let Some(p) = it.next() {
             let more = if it.peek().is_some() { SNDMORE } else { 0 };
@@ -759,13 +762,14 @@ impl Socket {
     }
 
     /// Receives one frame as bytes.
-    pub fn recv_bytes(&mut self, flags: i32) -> Result<Vec<u8>> {
-        self.recv_msg(flags).map(|m| m.data().to_vec())
+    pub fn recv_bytes(&mut self, flags: impl Into<RecvFlags>) -> Result<Vec<u8>> {
+        self.recv_msg(flags.into().bits())
+            .map(|m| m.data().to_vec())
     }
 
     /// Receives all frames of one message.
-    pub fn recv_multipart(&mut self, flags: i32) -> Result<Vec<Msg>> {
-        let mut parts = vec![self.recv_msg(flags)?];
+    pub fn recv_multipart(&mut self, flags: impl Into<RecvFlags>) -> Result<Vec<Msg>> {
+        let mut parts = vec![self.recv_msg(flags.into().bits())?];
         while self.rcvmore {
             parts.push(self.recv_msg(0)?);
         }
@@ -1039,6 +1043,16 @@ impl Socket {
             }
             self.pattern.write_activated(id, &mut self.pipes);
         }
+    }
+
+    /// Sets a typed option: `socket.set(SndHwm(0))?` (see [`crate::sockopt`]).
+    pub fn set<O: crate::sockopt::SettableOption>(&mut self, option: O) -> Result<()> {
+        self.set_option_raw(O::ID, &option.to_raw())
+    }
+
+    /// Reads a typed option: `let RcvHwm(n) = socket.get()?;` (see [`crate::sockopt`]).
+    pub fn get<O: crate::sockopt::SocketOption>(&mut self) -> Result<O> {
+        O::from_value(self.get_option(O::ID)?)
     }
 
     /// Sets an integer option.
