@@ -484,6 +484,7 @@ pub(crate) fn connect(
         counted: false,
         last_moved: 0,
         alt_again: false,
+        delivered_since_out: false,
     };
     io.shared.send(IoCmd::AddSession(Box::new(session), token));
     Ok(io.handle(token, -1))
@@ -597,6 +598,9 @@ struct Session {
     /// `on_alt` stopped at its budget with the path's completion channel possibly unarmed: the
     /// next loop runs `on_alt` again (which arms it before the path sleeps), not just a read.
     alt_again: bool,
+    /// Messages from the peer were delivered since the last output pass: the writer may be
+    /// waiting on them (request/reply), so that pass takes no nap on an empty lane.
+    delivered_since_out: bool,
 }
 
 /// A framed-lane pass that moved this many messages is a stream (see [`framed_nap`]).
@@ -1180,6 +1184,7 @@ impl Reactor {
                         counted: false,
                         last_moved: 0,
                         alt_again: false,
+                        delivered_since_out: false,
                     };
                     let _ = peer_ip;
                     self.objects
@@ -1939,6 +1944,7 @@ impl Session {
             }
         };
         let (p, peer) = progress?;
+        self.delivered_since_out |= delivered;
         let yielded = yield_input
             && self
                 .engine
@@ -2090,7 +2096,9 @@ impl Session {
                 let pipe = &mut self.pipe;
                 let nap = framed_nap();
                 let mut napped = std::time::Duration::ZERO;
-                let mut napped_empty = !framed_nap_empty();
+                // Replies to what this writer sent may be what it waits for: no empty-lane nap.
+                let mut napped_empty =
+                    !framed_nap_empty() || std::mem::take(&mut self.delivered_since_out);
                 let progress = engine.on_writable_framed(&mut |budget, sink| {
                     let reader = &mut pipe.as_mut()?.from_socket;
                     // A stream (this pass already wrote a batch) with little waiting: let the
