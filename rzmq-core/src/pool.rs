@@ -124,6 +124,17 @@ impl Storage {
     /// (a 3 MiB frame in 4 MiB storage) keeps small pages past its end, so huge pages hold no
     /// more memory than small ones would, but for the half page before the frame's first byte.
     fn map_for(cap: usize, used: usize) -> Storage {
+        match Storage::try_map_for(cap, used) {
+            Some(s) => s,
+            None => std::alloc::handle_alloc_error(
+                std::alloc::Layout::from_size_align(mapped_len(cap), PAGE)
+                    .unwrap_or(std::alloc::Layout::new::<u8>()),
+            ),
+        }
+    }
+
+    /// As [`Storage::map_for`], None when the system refuses the mapping.
+    fn try_map_for(cap: usize, used: usize) -> Option<Storage> {
         let len = mapped_len(cap);
         let huge = if huge_pages() {
             (DATA_OFFSET + used.min(cap)) / HUGE * HUGE
@@ -135,19 +146,11 @@ impl Storage {
         } else {
             map_anon(len)
         };
-        let Some(p) = p else {
-            std::alloc::handle_alloc_error(
-                std::alloc::Layout::from_size_align(len, PAGE)
-                    .unwrap_or(std::alloc::Layout::new::<u8>()),
-            )
-        };
+        let p = p?;
         // SAFETY: the mapping is mapped_len(cap) > DATA_OFFSET bytes long.
         let data = unsafe { p.as_ptr().add(DATA_OFFSET) };
-        match NonNull::new(data) {
-            Some(ptr) => Storage { ptr, cap },
-            // Unreachable (the mapping does not wrap around), but fail as allocation would.
-            None => std::alloc::handle_alloc_error(std::alloc::Layout::new::<u8>()),
-        }
+        // Never None (the mapping does not wrap around).
+        NonNull::new(data).map(|ptr| Storage { ptr, cap })
     }
 
     /// Usable bytes.
@@ -263,6 +266,13 @@ impl Pool {
 /// [`POOL_MIN`] and more (smaller requests still get a whole mapping).
 pub fn take(len: usize) -> (Storage, bool) {
     POOL.take(len)
+}
+
+/// Fresh storage of exactly `len` bytes (any size, not served from the pool's classes), or None
+/// when the system refuses the mapping. Untouched, it holds address space only: pages are
+/// committed as they are first written.
+pub fn try_take_fresh(len: usize) -> Option<Storage> {
+    Storage::try_map_for(len, len)
 }
 
 /// Storage of at least `len` bytes, the first `len` of them zero.

@@ -10,10 +10,11 @@
 //! larger ones are copied out, or, when the batch is big, sliced out of the batch buffer without a
 //! copy and without an atomic operation (the buffer takes its references in bulk; the batch buffer
 //! is then left to its slices and a fresh one is used). A frame larger than
-//! [`MAX_BATCH_FRAME`] that is not yet complete is read straight into its own body buffer: pooled
-//! storage for the whole body up to [`crate::pool::POOL_MAX`] (whose untouched pages cost nothing
-//! until bytes arrive), above that a buffer that grows as bytes arrive (at most [`DIRECT_EAGER`]
-//! ahead of them), so a peer claiming 2^63 bytes costs nothing.
+//! [`MAX_BATCH_FRAME`] that is not yet complete is read straight into its own body buffer: storage
+//! for the whole body up to [`DIRECT_MAPPED_MAX`] (pooled up to [`crate::pool::POOL_MAX`], else a
+//! fresh mapping; untouched pages cost nothing until bytes arrive), above that a buffer that
+//! grows as bytes arrive (at most [`DIRECT_EAGER`] ahead of them), so a peer claiming 2^62 bytes
+//! costs nothing.
 //!
 //! Sending: headers and bodies up to [`LARGE_BODY`] bytes are appended to one byte buffer; larger
 //! bodies are kept as their [`Msg`] and written with `write_vectored`, then dropped as soon as they
@@ -52,8 +53,11 @@ const MIN_READ_ROOM: usize = 8 * 1024;
 const SLICE_MIN_BATCH: usize = 16 * 1024;
 /// Most bytes a direct body buffer is allocated ahead of what has arrived, for bodies larger
 /// than the pool's largest class ([`crate::pool::POOL_MAX`]); smaller ones take pooled storage
-/// for the whole body (see [`DirectBuf::Pooled`]).
+/// for the whole body (see `DirectBuf::Pooled`).
 pub const DIRECT_EAGER: usize = 4 * 1024 * 1024;
+/// Largest body read into a mapping of its whole size (see `DirectBuf::Pooled`); larger ones
+/// grow with their bytes, so a peer's claim costs at most this much address space, never memory.
+pub const DIRECT_MAPPED_MAX: usize = 1 << 30;
 /// Bodies larger than this are written from their `Msg`, not copied into the send buffer.
 pub const LARGE_BODY: usize = 8 * 1024;
 /// A body at least this large is written in two steps: its first [`LEAD_BYTES`] (with whatever
@@ -95,11 +99,11 @@ struct Direct {
 
 /// Storage of a body read in place.
 enum DirectBuf {
-    /// Pooled storage for the whole body (bodies up to [`crate::pool::POOL_MAX`]), going back
-    /// to the pool. It commits no memory ahead of the data beyond what the pool already holds:
-    /// fresh storage is an untouched mapping whose pages the kernel's copy faults in as bytes
-    /// arrive (one huge page at a time from 2 MiB), and recycled storage is memory the pool
-    /// kept anyway.
+    /// Storage for the whole body: from the pool for bodies up to [`crate::pool::POOL_MAX`],
+    /// going back to it; a fresh mapping up to [`DIRECT_MAPPED_MAX`], unmapped after use. It
+    /// commits no memory ahead of the data beyond what the pool already holds: fresh storage is
+    /// an untouched mapping whose pages the kernel's copy faults in as bytes arrive (one huge
+    /// page at a time from 2 MiB), and recycled storage is memory the pool kept anyway.
     Pooled(crate::pool::Storage),
     /// Larger bodies: grown as bytes arrive (zeroed, and copied where `realloc` cannot remap).
     Grown(Vec<u8>),
@@ -466,8 +470,14 @@ impl Decoder {
         // A Vec grown by doubling instead cleared every byte before the read overwrote it (12 of
         // a 16 MiB body's bytes), and, once glibc's mmap threshold had risen past it, copied the
         // body at each doubling: a fifth of the receiving I/O thread's time at 16 MiB.
+        // Larger bodies up to DIRECT_MAPPED_MAX get a fresh mapping of their whole size, which
+        // holds address space only until the bytes arrive; a peer claiming more (or a system
+        // refusing the mapping) gets the buffer that grows with the bytes.
+        let mapped = || (size <= DIRECT_MAPPED_MAX).then(|| crate::pool::try_take_fresh(size));
         let mut buf = if size <= crate::pool::POOL_MAX {
             DirectBuf::Pooled(crate::pool::take(size).0)
+        } else if let Some(Some(s)) = mapped() {
+            DirectBuf::Pooled(s)
         } else {
             DirectBuf::Grown(vec![0u8; size.min(DIRECT_EAGER.max(have))])
         };
@@ -951,7 +961,7 @@ mod tests {
     }
 
     #[test]
-    fn bodies_up_to_the_largest_pool_class_are_read_into_pooled_storage() {
+    fn bodies_are_read_into_storage_of_their_whole_size_up_to_a_bound() {
         // Recycled storage of the class a 6 MiB body takes, full of bytes a previous frame
         // left: none of them may show through.
         let (mut old, _) = crate::pool::take(6 << 20);
@@ -979,11 +989,24 @@ mod tests {
                         Some(DirectBuf::Grown(_)) => false,
                         None => panic!("{size}: not read in place"),
                     };
-                    assert_eq!(pooled, size <= crate::pool::POOL_MAX, "{size}");
+                    assert!(pooled, "{size}");
                 }
             }
             assert_eq!(got.len(), 1);
             assert!(got[0].data() == &body[..], "{size}");
+        }
+        // A claim past DIRECT_MAPPED_MAX (here 2^62 bytes) commits nothing ahead of the bytes.
+        for claim in [DIRECT_MAPPED_MAX as u64 + 1, 1 << 62] {
+            let mut d = Decoder::new(-1);
+            let mut head = vec![FLAG_LONG];
+            head.extend_from_slice(&claim.to_be_bytes());
+            head.extend(std::iter::repeat_n(7u8, 100_000));
+            feed(&mut d, &head);
+            assert_eq!(d.next_frame(), Ok(None));
+            match d.direct.as_ref().map(|x| &x.buf) {
+                Some(DirectBuf::Grown(v)) => assert!(v.len() <= DIRECT_EAGER + 100_000, "{claim}"),
+                _ => panic!("{claim}: not read into a growing buffer"),
+            }
         }
     }
 

@@ -34,10 +34,10 @@
 //!   attached. Up to [`crate::msg::INLINE_CAP`] bytes they are inline; larger ones are copied out of
 //!   the 64 KiB batch buffer when the read was small, and sliced out of it (no copy, the buffer is
 //!   then given up) when at least 16 KiB arrived at once. Frames over 32 KiB that were not complete
-//!   in the batch are read straight into their own buffer: pooled storage for the whole body up
-//!   to [`crate::pool::POOL_MAX`] (untouched pages cost nothing until data arrives), above it
-//!   allocated at most [`codec::DIRECT_EAGER`] bytes ahead of the data (a peer lying about a
-//!   2^63-byte frame costs nothing).
+//!   in the batch are read straight into their own buffer: storage for the whole body up to
+//!   [`codec::DIRECT_MAPPED_MAX`] (pooled up to [`crate::pool::POOL_MAX`]; untouched pages cost
+//!   nothing until data arrives), above it allocated at most [`codec::DIRECT_EAGER`] bytes ahead
+//!   of the data (a peer lying about a 2^62-byte frame costs nothing).
 //! - Subscriptions: libzmq 4.3.5's `ZMQ_SUBSCRIBE` (and XSUB's re-sent subscriptions) go to ZMTP 3.1
 //!   peers as `SUBSCRIBE`/`CANCEL` commands (`v3_1_encoder`) and to ZMTP 3.0 peers as `0x01`/`0x00`
 //!   messages; [`Connection::send_subscribe`] does the same. Messages an XSUB *user* sends
