@@ -6,7 +6,7 @@
 //! `salsa20` crate computes one 64-byte block at a time in scalar code (about 0.6 GB/s here,
 //! libsodium 1.0.18 about 1.4 GB/s for the whole box), and `poly1305`'s AVX2 backend costs about a
 //! microsecond of setup per box, more than the rest of a 1 KiB box. So the keystream runs eight
-//! blocks at once in AVX2 registers when the CPU has AVX2 ([`salsa`]), long boxes are
+//! blocks at once in AVX2 or AVX-512VL registers when the CPU has them ([`salsa`]), long boxes are
 //! authenticated by the `poly1305` crate (AVX2) and short ones by a 64-bit scalar Poly1305
 //! ([`poly`]). HSalsa20 (the nonce's key derivation) and the CPUs without AVX2 keep the `salsa20`
 //! crate. docs/BENCHMARKS.md ("CURVE") has the measurements.
@@ -15,9 +15,11 @@
 //! keystream blocks it derives.
 
 mod poly;
+#[cfg(target_arch = "x86_64")]
+mod poly_ifma;
 mod salsa;
 #[cfg(target_arch = "x86_64")]
-mod salsa_avx2;
+mod salsa_simd;
 
 use salsa20::cipher::consts::U10;
 use zeroize::Zeroize;

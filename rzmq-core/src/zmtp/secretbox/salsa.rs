@@ -1,5 +1,6 @@
 //! The Salsa20/20 keystream from a raw state: one block at a time through the `salsa20` crate's
-//! core, or eight at a time in AVX2 registers ([`super::salsa_avx2`]) when the CPU has AVX2.
+//! core, or eight at a time in AVX2 or AVX-512VL registers ([`super::salsa_simd`]) when the CPU
+//! has them.
 
 use salsa20::cipher::consts::U10;
 use salsa20::cipher::StreamCipherCore;
@@ -49,21 +50,59 @@ pub(super) fn block(state: &[u32; 16], counter: u64) -> [u8; 64] {
 /// XORs `data` with the keystream from block `counter` on.
 pub(super) fn xor_keystream(state: &[u32; 16], counter: u64, data: &mut [u8]) {
     #[cfg(target_arch = "x86_64")]
-    if data.len() > SCALAR_TAIL && std::is_x86_feature_detected!("avx2") {
-        use super::salsa_avx2::BATCH;
-        // A tail of up to three blocks is cheaper one block at a time than as a batch of eight.
-        let mut simd = data.len() / BATCH * BATCH;
-        if data.len() - simd > SCALAR_TAIL {
-            simd = data.len();
+    if data.len() > SCALAR_TAIL {
+        if let Some(simd) = simd() {
+            use super::salsa_simd::BATCH;
+            // A tail of up to three blocks is cheaper one block at a time than as a batch.
+            let mut wide = data.len() / BATCH * BATCH;
+            if data.len() - wide > SCALAR_TAIL {
+                wide = data.len();
+            }
+            let (head, tail) = data.split_at_mut(wide);
+            simd(state, counter, head);
+            xor_keystream_scalar(state, counter.wrapping_add((wide / 64) as u64), tail);
+            return;
         }
-        let (head, tail) = data.split_at_mut(simd);
-        // SAFETY: the CPU has AVX2, checked above.
-        unsafe { super::salsa_avx2::xor_keystream(state, counter, head) };
-        let blocks = (simd / 64) as u64;
-        xor_keystream_scalar(state, counter.wrapping_add(blocks), tail);
-        return;
     }
     xor_keystream_scalar(state, counter, data);
+}
+
+/// A keystream function of [`super::salsa_simd`].
+#[cfg(target_arch = "x86_64")]
+type SimdKeystream = fn(&[u32; 16], u64, &mut [u8]);
+
+/// The widest keystream code this CPU runs (and this compiler builds), if any.
+#[cfg(target_arch = "x86_64")]
+fn simd() -> Option<SimdKeystream> {
+    if let Some(f) = avx512() {
+        return Some(f);
+    }
+    if std::is_x86_feature_detected!("avx2") {
+        return Some(|state, counter, data| {
+            // SAFETY: the CPU has AVX2, checked above.
+            unsafe { super::salsa_simd::avx2::xor_keystream(state, counter, data) }
+        });
+    }
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+#[rustversion::since(1.89)]
+fn avx512() -> Option<SimdKeystream> {
+    if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vl") {
+        return Some(|state, counter, data| {
+            // SAFETY: the CPU has AVX-512F and VL, checked above (and so AVX2).
+            unsafe { super::salsa_simd::avx512::xor_keystream(state, counter, data) }
+        });
+    }
+    None
+}
+
+/// AVX-512 intrinsics need Rust 1.89.
+#[cfg(target_arch = "x86_64")]
+#[rustversion::before(1.89)]
+fn avx512() -> Option<SimdKeystream> {
+    None
 }
 
 /// Longest tail left to the scalar core (measured: a scalar block costs about a quarter of an
@@ -87,6 +126,7 @@ pub(super) fn xor_keystream_scalar(state: &[u32; 16], counter: u64, data: &mut [
 mod tests {
     use super::*;
 
+    /// Whichever SIMD build this CPU takes (both on AVX-512 machines: see `avx2_matches_scalar`).
     #[test]
     fn simd_and_scalar_keystreams_agree() {
         let key: [u8; 32] = std::array::from_fn(|i| (i * 7) as u8);
@@ -112,5 +152,31 @@ mod tests {
         xor_keystream_scalar(&s, 5, &mut z);
         assert_eq!(z[..64], block(&s, 5));
         assert_eq!(z[64..], block(&s, 6));
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod avx2_tests {
+    use super::*;
+
+    /// The AVX2 build, also where [`simd`] picks AVX-512.
+    #[test]
+    fn avx2_matches_scalar() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let s = state(&[0x5au8; 32], b"nonce 8b");
+        for counter in [0u64, 0xffff_fffa] {
+            for len in [512, 1000, 4096] {
+                let mut a = vec![0u8; len];
+                let mut b = a.clone();
+                // SAFETY: the CPU has AVX2, checked above.
+                unsafe {
+                    crate::zmtp::secretbox::salsa_simd::avx2::xor_keystream(&s, counter, &mut a)
+                };
+                xor_keystream_scalar(&s, counter, &mut b);
+                assert!(a == b, "counter {counter} len {len}");
+            }
+        }
     }
 }
