@@ -334,12 +334,18 @@ impl Sealer {
         if flags & FLAG_COMMAND != 0 {
             mflags |= MSG_COMMAND;
         }
+        let n = nonce(self.prefix, &n.to_be_bytes());
+        if let [body] = parts {
+            // One part (every message frame): encrypted on its way into `out`, no plain copy.
+            let tag = self.cipher.0.seal_append(&n, mflags, body, out);
+            out[at..at + TAG_LEN].copy_from_slice(&tag);
+            return;
+        }
         out.push(mflags);
         for p in parts {
             out.extend_from_slice(p);
         }
-        self.cipher
-            .seal_in_place(&nonce(self.prefix, &n.to_be_bytes()), out, at);
+        self.cipher.seal_in_place(&n, out, at);
     }
 }
 

@@ -60,6 +60,41 @@ impl SecretBox {
         poly::tag(ks.mac_key(), buf)
     }
 
+    /// Appends the box of `first` followed by `body` to `out` and returns its tag: the
+    /// plaintext is read once, from where it lies, instead of being copied into `out` and then
+    /// encrypted there.
+    pub(crate) fn seal_append(
+        &self,
+        nonce: &[u8; NONCE_LEN],
+        first: u8,
+        body: &[u8],
+        out: &mut Vec<u8>,
+    ) -> [u8; TAG_LEN] {
+        let ks = Keystream::new(&self.key, nonce);
+        let start = out.len();
+        let len = 1 + body.len();
+        out.reserve(len);
+        // Box bytes 0-31 meet the second half of block 0, the rest the stream from block 1.
+        let head = body.len().min(31);
+        out.push(first ^ ks.block0[32]);
+        out.extend(
+            body[..head]
+                .iter()
+                .zip(&ks.block0[33..])
+                .map(|(b, k)| b ^ k),
+        );
+        let rest = &body[head..];
+        let dst = out.spare_capacity_mut()[..rest.len()]
+            .as_mut_ptr()
+            .cast::<u8>();
+        // SAFETY: `dst` is the reserved capacity after `out`'s bytes, writable for `rest.len()`
+        // bytes and no part of `body`, which `out` cannot borrow.
+        unsafe { salsa::xor_keystream_to(&ks.state, 1, rest, dst) };
+        // SAFETY: the `rest.len()` bytes after the old length were written just above.
+        unsafe { out.set_len(start + len) };
+        poly::tag(ks.mac_key(), &out[start..])
+    }
+
     /// Checks `tag` against `buf` and, if it verifies, decrypts `buf` in place
     /// (`crypto_secretbox_open_detached`); on failure `buf` is left as it was.
     ///
@@ -160,6 +195,27 @@ mod tests {
             assert_eq!(buf, ct, "ciphertext at {len}");
             b.open(&nonce, &mut buf, &tag).unwrap();
             assert_eq!(buf, pt, "plaintext at {len}");
+        }
+    }
+
+    #[test]
+    fn seal_append_matches_seal() {
+        let key = [9u8; 32];
+        let nonce = [3u8; 24];
+        let b = SecretBox::new(&key);
+        for len in [0, 1, 30, 31, 32, 33, 200, 543, 544, 545, 1024, 70_000] {
+            let body = pattern(len, 5);
+            let mut whole = vec![0x02];
+            whole.extend_from_slice(&body);
+            let tag = b.seal(&nonce, &mut whole);
+            let mut out = b"prefix".to_vec();
+            assert_eq!(
+                b.seal_append(&nonce, 0x02, &body, &mut out),
+                tag,
+                "tag at {len}"
+            );
+            assert_eq!(&out[..6], b"prefix");
+            assert!(out[6..] == whole[..], "box at {len}");
         }
     }
 

@@ -49,27 +49,61 @@ pub(super) fn block(state: &[u32; 16], counter: u64) -> [u8; 64] {
 
 /// XORs `data` with the keystream from block `counter` on.
 pub(super) fn xor_keystream(state: &[u32; 16], counter: u64, data: &mut [u8]) {
+    let p = data.as_mut_ptr();
+    // SAFETY: in place over `data`, valid for its length.
+    unsafe { xor_raw(state, counter, p, p, data.len()) }
+}
+
+/// Writes `src` XORed with the keystream from block `counter` on to `dst`.
+///
+/// # Safety
+/// `dst` must be writable for `src.len()` bytes and not overlap `src`.
+pub(super) unsafe fn xor_keystream_to(state: &[u32; 16], counter: u64, src: &[u8], dst: *mut u8) {
+    // SAFETY: `src` is readable for its length, the rest is the caller's promise.
+    unsafe { xor_raw(state, counter, src.as_ptr(), dst, src.len()) }
+}
+
+/// `dst[i] = src[i] ^ keystream[i]` for `i < len`.
+///
+/// # Safety
+/// `src` readable and `dst` writable for `len` bytes, the same bytes or not overlapping.
+unsafe fn xor_raw(state: &[u32; 16], counter: u64, src: *const u8, dst: *mut u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
-    if data.len() > SCALAR_TAIL {
+    if len > SCALAR_TAIL {
         if let Some(simd) = simd() {
             use super::salsa_simd::BATCH;
             // A tail of up to three blocks is cheaper one block at a time than as a batch.
-            let mut wide = data.len() / BATCH * BATCH;
-            if data.len() - wide > SCALAR_TAIL {
-                wide = data.len();
+            let mut wide = len / BATCH * BATCH;
+            if len - wide > SCALAR_TAIL {
+                wide = len;
             }
-            let (head, tail) = data.split_at_mut(wide);
-            simd(state, counter, head);
-            xor_keystream_scalar(state, counter.wrapping_add((wide / 64) as u64), tail);
+            // SAFETY: the CPU runs `simd` (its features were detected); the ranges are the
+            // caller's, split at `wide <= len`.
+            unsafe {
+                simd(state, counter, src, dst, wide);
+                let blocks = (wide / 64) as u64;
+                scalar_raw(
+                    state,
+                    counter.wrapping_add(blocks),
+                    src.add(wide),
+                    dst.add(wide),
+                    len - wide,
+                );
+            }
             return;
         }
     }
-    xor_keystream_scalar(state, counter, data);
+    // SAFETY: the caller's promise.
+    unsafe { scalar_raw(state, counter, src, dst, len) }
 }
 
-/// A keystream function of [`super::salsa_simd`].
+/// Longest tail left to the scalar core (measured: a scalar block costs about a quarter of an
+/// AVX2 batch of eight).
+const SCALAR_TAIL: usize = 192;
+
+/// A keystream function of [`super::salsa_simd`]: `(state, counter, src, dst, len)`.
 #[cfg(target_arch = "x86_64")]
-type SimdKeystream = fn(&[u32; 16], u64, &mut [u8]);
+type SimdKeystream = unsafe fn(&[u32; 16], u64, *const u8, *mut u8, usize);
 
 /// The widest keystream code this CPU runs (and this compiler builds), if any.
 #[cfg(target_arch = "x86_64")]
@@ -78,10 +112,7 @@ fn simd() -> Option<SimdKeystream> {
         return Some(f);
     }
     if std::is_x86_feature_detected!("avx2") {
-        return Some(|state, counter, data| {
-            // SAFETY: the CPU has AVX2, checked above.
-            unsafe { super::salsa_simd::avx2::xor_keystream(state, counter, data) }
-        });
+        return Some(super::salsa_simd::avx2::xor_keystream);
     }
     None
 }
@@ -90,10 +121,7 @@ fn simd() -> Option<SimdKeystream> {
 #[rustversion::since(1.89)]
 fn avx512() -> Option<SimdKeystream> {
     if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vl") {
-        return Some(|state, counter, data| {
-            // SAFETY: the CPU has AVX-512F and VL, checked above (and so AVX2).
-            unsafe { super::salsa_simd::avx512::xor_keystream(state, counter, data) }
-        });
+        return Some(super::salsa_simd::avx512::xor_keystream);
     }
     None
 }
@@ -105,19 +133,29 @@ fn avx512() -> Option<SimdKeystream> {
     None
 }
 
-/// Longest tail left to the scalar core (measured: a scalar block costs about a quarter of an
-/// AVX2 batch of eight).
-const SCALAR_TAIL: usize = 192;
-
 /// [`xor_keystream`] one block at a time (CPUs without AVX2, short tails; tests compare the two).
-pub(super) fn xor_keystream_scalar(state: &[u32; 16], counter: u64, data: &mut [u8]) {
+#[cfg(test)]
+fn xor_keystream_scalar(state: &[u32; 16], counter: u64, data: &mut [u8]) {
+    let p = data.as_mut_ptr();
+    // SAFETY: in place over `data`.
+    unsafe { scalar_raw(state, counter, p, p, data.len()) }
+}
+
+/// [`xor_raw`] one block at a time.
+///
+/// # Safety
+/// As [`xor_raw`].
+unsafe fn scalar_raw(state: &[u32; 16], counter: u64, src: *const u8, dst: *mut u8, len: usize) {
     let mut core = with_counter(state, counter);
     let mut ks = [0u8; 64];
-    for chunk in data.chunks_mut(64) {
+    let mut at = 0;
+    while at < len {
         core.write_keystream_block((&mut ks).into());
-        for (d, k) in chunk.iter_mut().zip(&ks) {
-            *d ^= k;
+        for (i, k) in ks[..(len - at).min(64)].iter().enumerate() {
+            // SAFETY: at + i < len, inside both ranges (the caller's promise).
+            unsafe { dst.add(at + i).write(src.add(at + i).read() ^ k) };
         }
+        at += 64;
     }
     ks.zeroize();
 }
@@ -153,6 +191,20 @@ mod tests {
         assert_eq!(z[..64], block(&s, 5));
         assert_eq!(z[64..], block(&s, 6));
     }
+
+    #[test]
+    fn out_of_place_matches_in_place() {
+        let s = state(&[4u8; 32], &[8u8; 8]);
+        for len in [0, 5, 192, 193, 512, 700, 1025, 5000] {
+            let src: Vec<u8> = (0..len).map(|i| (i * 3) as u8).collect();
+            let mut dst = vec![0u8; len];
+            // SAFETY: `dst` is writable for `len` bytes, a buffer of its own.
+            unsafe { xor_keystream_to(&s, 3, &src, dst.as_mut_ptr()) };
+            let mut inplace = src.clone();
+            xor_keystream(&s, 3, &mut inplace);
+            assert!(dst == inplace, "len {len}");
+        }
+    }
 }
 
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -170,9 +222,10 @@ mod avx2_tests {
             for len in [512, 1000, 4096] {
                 let mut a = vec![0u8; len];
                 let mut b = a.clone();
-                // SAFETY: the CPU has AVX2, checked above.
+                let p = a.as_mut_ptr();
+                // SAFETY: the CPU has AVX2, checked above; in place over `a`.
                 unsafe {
-                    crate::zmtp::secretbox::salsa_simd::avx2::xor_keystream(&s, counter, &mut a)
+                    crate::zmtp::secretbox::salsa_simd::avx2::xor_keystream(&s, counter, p, p, len)
                 };
                 xor_keystream_scalar(&s, counter, &mut b);
                 assert!(a == b, "counter {counter} len {len}");

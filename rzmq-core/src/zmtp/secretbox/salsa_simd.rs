@@ -20,33 +20,35 @@ macro_rules! quarter {
 /// The keystream functions for one set of target features and one 32-bit rotate.
 macro_rules! keystream {
     ($features:literal, $rotl:ident) => {
-        /// XORs `data` with the keystream of `state` from block `counter` on; a tail short of a batch
-        /// takes a whole batch of keystream.
+        /// Writes `src[i] ^ keystream[i]` to `dst[i]` for `i < len`, the keystream of `state`
+        /// from block `counter` on; a tail short of a batch takes a whole batch of keystream.
         ///
         /// # Safety
-        /// The CPU must support the module's target features.
+        /// The CPU must support the module's target features; `src` must be readable and `dst`
+        /// writable for `len` bytes, and the two are the same bytes or do not overlap.
         #[target_feature(enable = $features)]
         pub(in super::super) unsafe fn xor_keystream(
             state: &[u32; 16],
             mut counter: u64,
-            data: &mut [u8],
+            src: *const u8,
+            dst: *mut u8,
+            len: usize,
         ) {
-            let mut chunks = data.chunks_exact_mut(super::BATCH);
-            for chunk in &mut chunks {
+            let mut at = 0;
+            while len - at >= super::BATCH {
                 let ks = batch(state, counter);
-                let p = chunk.as_mut_ptr().cast::<__m256i>();
                 for (i, k) in ks.iter().enumerate() {
-                    // SAFETY: `chunk` is super::BATCH = 16 * 32 bytes, so `p.add(i)` for i < 16 stays inside
-                    // it; unaligned loads and stores.
+                    // SAFETY: at + 32 i + 32 <= at + BATCH <= len, inside both buffers (the
+                    // caller's promise); unaligned loads and stores.
                     unsafe {
-                        let d = _mm256_loadu_si256(p.add(i));
-                        _mm256_storeu_si256(p.add(i), _mm256_xor_si256(d, *k));
+                        let d = _mm256_loadu_si256(src.add(at + 32 * i).cast());
+                        _mm256_storeu_si256(dst.add(at + 32 * i).cast(), _mm256_xor_si256(d, *k));
                     }
                 }
                 counter = counter.wrapping_add(8);
+                at += super::BATCH;
             }
-            let tail = chunks.into_remainder();
-            if !tail.is_empty() {
+            if at < len {
                 let ks = batch(state, counter);
                 let mut bytes = [0u8; super::BATCH];
                 let p = bytes.as_mut_ptr().cast::<__m256i>();
@@ -54,8 +56,9 @@ macro_rules! keystream {
                     // SAFETY: `bytes` is 16 * 32 bytes; unaligned store.
                     unsafe { _mm256_storeu_si256(p.add(i), *k) };
                 }
-                for (d, k) in tail.iter_mut().zip(&bytes) {
-                    *d ^= k;
+                for (i, k) in bytes[..len - at].iter().enumerate() {
+                    // SAFETY: at + i < len, inside both buffers.
+                    unsafe { dst.add(at + i).write(src.add(at + i).read() ^ k) };
                 }
                 bytes.zeroize();
             }
