@@ -29,14 +29,19 @@ pub(super) fn tag(key: &[u8; 32], data: &[u8]) -> [u8; 16] {
         }
     }
     if data.len() >= LONG {
-        let mut mac = Poly1305::new(key.into());
-        let (blocks, rest) = data.split_at(data.len() / 16 * 16);
-        // Whole blocks, so `update_padded` pads nothing; the last partial block is padded as
-        // Poly1305 pads a message's end (a 1, then zeros).
-        mac.update_padded(blocks);
-        return mac.compute_unpadded(rest).into();
+        return long(key, data);
     }
     Scalar::new(key).finish(key, data)
+}
+
+/// The `poly1305` crate's tag (its AVX2 state where the CPU has AVX2).
+fn long(key: &[u8; 32], data: &[u8]) -> [u8; 16] {
+    let mut mac = Poly1305::new(key.into());
+    let (blocks, rest) = data.split_at(data.len() / 16 * 16);
+    // Whole blocks, so `update_padded` pads nothing; the last partial block is padded as
+    // Poly1305 pads a message's end (a 1, then zeros).
+    mac.update_padded(blocks);
+    mac.compute_unpadded(rest).into()
 }
 
 fn le(b: &[u8]) -> u64 {
@@ -194,9 +199,41 @@ mod tests {
         assert_eq!(short(&key, b"Cryptographic Forum Research Group"), tag);
     }
 
+    /// Each path by itself, whichever `tag` picks on this CPU.
+    #[test]
+    fn every_path_matches_the_crate() {
+        let key: [u8; 32] = std::array::from_fn(|i| (i * 37 + 11) as u8);
+        for len in [
+            0,
+            15,
+            16,
+            127,
+            128,
+            129,
+            255,
+            256,
+            1057,
+            LONG,
+            LONG + 9,
+            70_001,
+        ] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7 + 1) as u8).collect();
+            let want = reference(&key, &data);
+            assert_eq!(short(&key, &data), want, "scalar at {len}");
+            assert_eq!(long(&key, &data), want, "crate at {len}");
+            #[cfg(target_arch = "x86_64")]
+            if let Some(blocks) = super::super::poly_ifma::available() {
+                let mut st = Scalar::new(&key);
+                let done = blocks(&mut st, &data);
+                assert_eq!(done, len / 128 * 128);
+                assert_eq!(st.finish(&key, &data[done..]), want, "IFMA at {len}");
+            }
+        }
+    }
+
     #[test]
     fn limbs_at_their_maximum() {
-        // All-ones keys and messages drive every carry; both paths against the crate.
+        // All-ones keys and messages drive every carry; every path against the crate.
         let key = [0xffu8; 32];
         for len in [
             0,
@@ -215,6 +252,7 @@ mod tests {
             let data = vec![0xffu8; len];
             assert_eq!(short(&key, &data), reference(&key, &data), "short at {len}");
             assert_eq!(tag(&key, &data), reference(&key, &data), "tag at {len}");
+            assert_eq!(long(&key, &data), reference(&key, &data), "crate at {len}");
         }
     }
 

@@ -99,6 +99,7 @@ unsafe fn xor_raw(state: &[u32; 16], counter: u64, src: *const u8, dst: *mut u8,
 
 /// Longest tail left to the scalar core (measured: a scalar block costs about a quarter of an
 /// AVX2 batch of eight).
+#[cfg(target_arch = "x86_64")]
 const SCALAR_TAIL: usize = 192;
 
 /// A keystream function of [`super::salsa_simd`]: `(state, counter, src, dst, len)`.
