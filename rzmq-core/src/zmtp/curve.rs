@@ -30,6 +30,7 @@
 //! all zero (a zero or low-order public key) are rejected, as libsodium's `crypto_box_beforenm`
 //! does. The server checks that the vouch names both the client's transient key and its own
 //! long-term key (libzmq checks only the former; RFC 26 asks for both). Secrets are wiped on drop.
+//! The boxes themselves (NaCl's XSalsa20-Poly1305) are [`super::secretbox`]'s.
 //!
 //! # Authentication (ZAP)
 //! The server pauses after `INITIATE`: [`Handshake::on_command`] returns [`Step::Initiated`] with
