@@ -30,6 +30,7 @@
 //! all zero (a zero or low-order public key) are rejected, as libsodium's `crypto_box_beforenm`
 //! does. The server checks that the vouch names both the client's transient key and its own
 //! long-term key (libzmq checks only the former; RFC 26 asks for both). Secrets are wiped on drop.
+//! The boxes themselves (NaCl's XSalsa20-Poly1305) are [`super::secretbox`]'s.
 //!
 //! # Authentication (ZAP)
 //! The server pauses after `INITIATE`: [`Handshake::on_command`] returns [`Step::Initiated`] with
@@ -43,8 +44,6 @@
 
 use std::fmt;
 
-use crypto_secretbox::aead::{AeadInPlace, KeyInit};
-use crypto_secretbox::{Key, Nonce, Tag, XSalsa20Poly1305};
 use curve25519_dalek::montgomery::MontgomeryPoint;
 use salsa20::cipher::consts::U10;
 use zeroize::{Zeroize, Zeroizing};
@@ -59,6 +58,7 @@ use super::error::{
     PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED, PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND,
     PROTOCOL_ERROR_ZMTP_UNSPECIFIED,
 };
+use super::secretbox::{SecretBox, NONCE_LEN};
 use crate::curve_keys::{self, KEY_LEN};
 use crate::msg::Msg;
 
@@ -210,23 +210,22 @@ fn precompute(public: &[u8; KEY_LEN], secret: &[u8; KEY_LEN]) -> Result<Cipher, 
     if shared.iter().fold(0u8, |acc, &b| acc | b) == 0 {
         return Err(CurveError::Cryptographic);
     }
-    let key = Zeroizing::new(salsa20::hsalsa::<U10>(
-        Key::from_slice(&shared[..]),
-        &Default::default(),
-    ));
-    Ok(Cipher(XSalsa20Poly1305::new(&key)))
+    let mut key = salsa20::hsalsa::<U10>((&*shared).into(), &Default::default());
+    let cipher = Cipher(SecretBox::new(&key.into()));
+    key.as_mut_slice().zeroize();
+    Ok(cipher)
 }
 
 /// A precomputed `crypto_box` key (or a `crypto_secretbox` key): XSalsa20-Poly1305.
 #[derive(Clone)]
-struct Cipher(XSalsa20Poly1305);
+struct Cipher(SecretBox);
 
 impl Cipher {
     /// A cipher for a random key (the server's cookie key).
     fn random() -> Result<Cipher, CurveError> {
         let mut k = Zeroizing::new([0u8; KEY_LEN]);
         random(&mut k[..])?;
-        Ok(Cipher(XSalsa20Poly1305::new(Key::from_slice(&k[..]))))
+        Ok(Cipher(SecretBox::new(&k)))
     }
 
     /// Boxes `plaintext` into `out` as tag then ciphertext (libzmq's wire form of a box).
@@ -240,10 +239,7 @@ impl Cipher {
     /// Encrypts `buf[at + TAG_LEN..]` in place and writes its tag at `buf[at..at + TAG_LEN]`.
     fn seal_in_place(&self, nonce: &Nonce, buf: &mut [u8], at: usize) {
         let (head, body) = buf.split_at_mut(at + TAG_LEN);
-        // Only fails for associated data, which is never given.
-        if let Ok(tag) = self.0.encrypt_in_place_detached(nonce, b"", body) {
-            head[at..].copy_from_slice(&tag);
-        }
+        head[at..].copy_from_slice(&self.0.seal(nonce, body));
     }
 
     /// Opens a box (tag then ciphertext); the plaintext is wiped on drop.
@@ -254,15 +250,18 @@ impl Cipher {
         let (tag, ct) = boxed.split_at(TAG_LEN);
         let mut pt = Zeroizing::new(ct.to_vec());
         self.0
-            .decrypt_in_place_detached(nonce, b"", &mut pt, Tag::from_slice(tag))
+            .open(nonce, &mut pt, tag.try_into().expect("TAG_LEN bytes"))
             .map_err(|_| CurveError::Cryptographic)?;
         Ok(pt)
     }
 }
 
+/// A box's 24-byte nonce.
+type Nonce = [u8; NONCE_LEN];
+
 /// A 24-byte nonce: `prefix` then `tail`.
 fn nonce(prefix: &[u8], tail: &[u8]) -> Nonce {
-    let mut n = Nonce::default();
+    let mut n = [0u8; NONCE_LEN];
     n[..prefix.len()].copy_from_slice(prefix);
     n[prefix.len()..].copy_from_slice(tail);
     n
@@ -336,12 +335,18 @@ impl Sealer {
         if flags & FLAG_COMMAND != 0 {
             mflags |= MSG_COMMAND;
         }
+        let n = nonce(self.prefix, &n.to_be_bytes());
+        if let [body] = parts {
+            // One part (every message frame): encrypted on its way into `out`, no plain copy.
+            let tag = self.cipher.0.seal_append(&n, mflags, body, out);
+            out[at..at + TAG_LEN].copy_from_slice(&tag);
+            return;
+        }
         out.push(mflags);
         for p in parts {
             out.extend_from_slice(p);
         }
-        self.cipher
-            .seal_in_place(&nonce(self.prefix, &n.to_be_bytes()), out, at);
+        self.cipher.seal_in_place(&n, out, at);
     }
 }
 
@@ -369,7 +374,9 @@ impl Opener {
             return Err(CurveError::InvalidSequence.into());
         }
         let n = nonce(self.prefix, &d[MESSAGE.len()..MESSAGE.len() + 8]);
-        let tag = *Tag::from_slice(&d[MESSAGE_HEADER - TAG_LEN..MESSAGE_HEADER]);
+        let tag: [u8; TAG_LEN] = d[MESSAGE_HEADER - TAG_LEN..MESSAGE_HEADER]
+            .try_into()
+            .expect("TAG_LEN bytes");
         let off = if msg.data_mut().is_some() {
             MESSAGE_HEADER
         } else {
@@ -382,7 +389,7 @@ impl Opener {
         };
         self.cipher
             .0
-            .decrypt_in_place_detached(&n, b"", &mut buf[off..], &tag)
+            .open(&n, &mut buf[off..], &tag)
             .map_err(|_| CurveError::Cryptographic)?;
         self.peer_nonce = short;
         let mflags = buf[off];
@@ -1157,7 +1164,10 @@ mod tests {
         let n = nonce(HELLO_NONCE, &7u64.to_be_bytes());
         let mut mine = Vec::new();
         ours.seal_into(&n, b"the same bytes", &mut mine);
-        assert_eq!(mine, theirs.encrypt(&n, &b"the same bytes"[..]).unwrap());
+        assert_eq!(
+            mine,
+            theirs.encrypt((&n).into(), &b"the same bytes"[..]).unwrap()
+        );
         assert_eq!(&ours.open(&n, &mine).unwrap()[..], b"the same bytes");
         // Low-order points give an all-zero shared secret: refused.
         let mut one = [0u8; 32];

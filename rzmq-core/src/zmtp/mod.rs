@@ -75,6 +75,7 @@ pub mod error;
 pub mod greeting;
 mod handshake;
 pub mod plain;
+mod secretbox;
 mod socket_type;
 pub mod zap;
 
