@@ -64,8 +64,8 @@ pub struct DataPathConfig {
     pub mr_cache_entries: usize,
     /// Bytes of idle registrations kept by the cache.
     pub mr_cache_bytes: usize,
-    /// Cache registrations (`RZMQ_RDMA_MR_CACHE`; `None`: on for the soft provider, off for
-    /// ibverbs, see [`crate::mr_cache`]'s hazard note).
+    /// Cache registrations (`RZMQ_RDMA_MR_CACHE`; `None`: on for the soft and loopback
+    /// providers, off for ibverbs, see [`crate::mr_cache`]'s hazard note).
     pub mr_cache: Option<bool>,
     /// Expose rendezvous frames through memory windows when the device has them
     /// (`RZMQ_RDMA_MW`, default on); off: one registration per frame.
@@ -416,7 +416,7 @@ impl DataPath {
             cfg.mr_cache_entries,
             cfg.mr_cache_bytes,
             cfg.mr_cache
-                .unwrap_or(dev_kind == crate::provider::ProviderKind::Soft),
+                .unwrap_or(dev_kind != crate::provider::ProviderKind::Ibverbs),
         );
         Ok((
             DataPath {
