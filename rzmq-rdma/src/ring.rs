@@ -625,12 +625,13 @@ impl Ring {
     /// Re-reads the credit mailbox (also done by [`Ring::on_recv`]).
     pub fn read_mailbox(&mut self) {
         let mut b = [0u8; MAILBOX_LEN];
-        // SAFETY: the mailbox is MAILBOX_LEN bytes; a volatile read of possibly concurrently
-        // DMA-written bytes is what we want (a torn read fails the check and is ignored: the
-        // writer's notification follows, and we read again then).
+        // SAFETY: the mailbox is MAILBOX_LEN bytes, page-aligned (a Region); volatile reads of
+        // possibly concurrently DMA-written words are what we want (a torn read fails the check
+        // and is ignored: the writer's notification follows, and we read again then).
         unsafe {
-            for (i, x) in b.iter_mut().enumerate() {
-                *x = std::ptr::read_volatile(self.mailbox.as_ptr().add(i));
+            let p = self.mailbox.as_ptr() as *const u64;
+            for (i, w) in b.chunks_exact_mut(8).enumerate() {
+                w.copy_from_slice(&std::ptr::read_volatile(p.add(i)).to_ne_bytes());
             }
         }
         if let Some(c) = Credits::decode(&b) {
