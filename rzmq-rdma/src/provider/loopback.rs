@@ -551,17 +551,20 @@ impl Qp for LoopbackQp {
                 // SAFETY: the caller's contract (Qp::post_send) covers the SGEs.
                 match unsafe { self.qp.execute(wr) } {
                     Ok(()) => WcStatus::Success,
-                    Err(st) => {
-                        self.qp.enter_err();
-                        st
-                    }
+                    Err(st) => st,
                 }
             };
             if !status.is_ok() || self.qp.sig_all || wr.flags.contains(SendFlags::SIGNALED) {
-                cq.push(
-                    self.qp
-                        .wc(wr.wr_id, status, wr.op.wc_opcode(), wr.total_len() as u32),
-                );
+                cq.push(self.qp.wc(
+                    wr.wr_id,
+                    status,
+                    wr.op.wc_opcode(),
+                    wr.total_len() as u32,
+                ));
+            }
+            if !status.is_ok() && status != WcStatus::WrFlushErr {
+                // The failed WR's completion first, then the flushed receives.
+                self.qp.enter_err();
             }
         }
         Ok(())
