@@ -65,7 +65,7 @@ fn eager_and_rendezvous_frames_both_ways_released_at_fin() {
     ];
     for round in 0..3u8 {
         for (i, &len) in sizes.iter().enumerate() {
-            let (tx, rx) = if (i + round as usize) % 2 == 0 {
+            let (tx, rx) = if (i + round as usize).is_multiple_of(2) {
                 (&mut a, &mut b)
             } else {
                 (&mut b, &mut a)

@@ -555,12 +555,10 @@ impl Qp for LoopbackQp {
                 }
             };
             if !status.is_ok() || self.qp.sig_all || wr.flags.contains(SendFlags::SIGNALED) {
-                cq.push(self.qp.wc(
-                    wr.wr_id,
-                    status,
-                    wr.op.wc_opcode(),
-                    wr.total_len() as u32,
-                ));
+                cq.push(
+                    self.qp
+                        .wc(wr.wr_id, status, wr.op.wc_opcode(), wr.total_len() as u32),
+                );
             }
             if !status.is_ok() && status != WcStatus::WrFlushErr {
                 // The failed WR's completion first, then the flushed receives.
