@@ -95,6 +95,14 @@ fn datapath(size: usize, n: usize) -> f64 {
     pingpong_datapath(&mut a, &mut b, size, n);
     let ns = t.elapsed().as_nanos() as f64 / (2 * n) as f64;
     assert_eq!(a.stats().msgs_rx, (n + 1000) as u64);
+    let (ra, rb) = (a.stats().ring, b.stats().ring);
+    let msgs = (ra.msgs_tx + rb.msgs_tx) as f64;
+    eprintln!(
+        "per message: {:.2} data notifications, {:.2} standalone credit updates, {:.2} piggybacked",
+        (ra.notifies + rb.notifies) as f64 / msgs,
+        (ra.credit_msgs + rb.credit_msgs) as f64 / msgs,
+        (ra.credit_piggybacked + rb.credit_piggybacked) as f64 / msgs,
+    );
     ns
 }
 
