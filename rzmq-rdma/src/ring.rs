@@ -22,8 +22,9 @@
 //! They travel as an RDMA WRITE into the peer's mailbox: piggybacked before a data batch's
 //! WRITE_WITH_IMM when there is reverse traffic, otherwise as a standalone inline
 //! WRITE_WITH_IMM tagged [`CREDIT_IMM`]. Standalone updates go out in batches: when a quarter of
-//! the ring has been consumed, when the ring is drained (so a stalled sender always resumes),
-//! when the peer's receive budget is half spent, or when rendezvous reads completed. A sender
+//! the ring has been consumed, when the ring is drained and the sender could be out of space
+//! for its largest record (so a stalled sender always resumes), when the peer's receive budget
+//! is half spent, or when rendezvous reads completed. A sender
 //! never writes beyond the consumed count it has seen (it stalls and counts the stall) and never
 //! sends more WRITE_WITH_IMMs than the peer has posted receives, keeping the last one for a
 //! credit update so that two ends out of receive credit can always unblock each other.
@@ -717,12 +718,29 @@ impl Ring {
         let peer_budget = self.advertised.recvs_posted - self.recvs_done;
         let new_recvs = cur.recvs_posted - self.advertised.recvs_posted;
         unadvertised >= u64::from(self.cfg.size / 4)
-            || (self.tail == self.avail && unadvertised > 0)
+            || (self.tail == self.avail && unadvertised > 0 && self.peer_may_stall())
             // Half the peer's receive budget spent. With recv_depth >= 4 one incoming update
             // cannot bring a freshly restored budget (recv_depth) down to this threshold, so
             // updates never ping-pong.
             || (peer_budget <= u64::from(self.cfg.recv_depth / 2) && new_recvs > 0)
             || cur.rndv_done > self.advertised.rndv_done
+    }
+
+    /// Drained, whether the peer could be refused ring space for its next record with the
+    /// credits advertised so far: it stalls when its used bytes plus what the record needs
+    /// exceed the ring, and with our ring drained its used bytes are at most the unadvertised
+    /// ones (its head is at `avail` unless it holds unflushed records, which wait for receive
+    /// credit or send-queue slots, returned by the other rules and its own completions). The
+    /// largest record is half the ring (its `max_payload` plus the header), plus the padding
+    /// to the end when it does not fit there. When it cannot stall, the credit waits for the
+    /// next data to ride on or for a quarter of the ring: a request-reply exchange then sends
+    /// one notification per message instead of two.
+    fn peer_may_stall(&self) -> bool {
+        let size = u64::from(self.cfg.size);
+        let to_end = size - self.avail % size;
+        let rec = align8(size / 2);
+        let need = if rec > to_end { to_end + rec } else { rec };
+        self.avail - self.advertised.consumed + need > size
     }
 
     /// The next work request to post, or `None`. Receives are replenished first; a standalone
