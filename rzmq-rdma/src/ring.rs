@@ -1192,6 +1192,57 @@ mod tests {
         assert!(b.ring.sq_slot_unsignaled());
     }
 
+    #[test]
+    fn a_drained_ring_returns_credit_at_once_only_to_a_sender_that_could_stall() {
+        let cfg = RingConfig {
+            size: 1024,
+            recv_depth: 16,
+            max_send_wr: 64,
+            signal_every: 4,
+            batch_bytes: 100_000,
+        };
+        let mut ends = [End::new(cfg, cfg), End::new(cfg, cfg)];
+        let mut wires = [Wire::default(), Wire::default()];
+        let (a, b) = ends.split_at_mut(1);
+        let (a, b) = (&mut a[0], &mut b[0]);
+        a.post(&mut wires[0]);
+        b.post(&mut wires[1]);
+        // a sends 56-byte records one at a time; b consumes each at once (drained).
+        let mut one = |a: &mut End, b: &mut End| {
+            assert!(a.try_send(48));
+            a.ring.flush();
+            a.post(&mut wires[0]);
+            while execute(a, &mut wires[0], b) {}
+            b.completions(64);
+            a.completions(64);
+            b.consume(100);
+            assert_eq!(b.ring.tail, b.ring.avail);
+            b.ring.standalone_credits_due()
+        };
+        // Far from the end: 56 unadvertised bytes plus a half-ring record fit; no credit.
+        assert!(!one(a, b));
+        // Records up to just past the middle: the largest record would now wrap and need the
+        // padding before it, so a sender with these bytes unadvertised could stall.
+        let mut due = false;
+        for _ in 0..9 {
+            due = one(a, b);
+            if due {
+                break;
+            }
+        }
+        assert!(due, "the sender could stall: credit is due at once");
+        b.post(&mut wires[1]);
+        assert!(matches!(
+            wires[1].q.back(),
+            Some(Op::Credits {
+                imm: Some(CREDIT_IMM),
+                ..
+            })
+        ));
+        // Credit returned: nothing unadvertised, nothing due.
+        assert!(!b.ring.standalone_credits_due());
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
 
