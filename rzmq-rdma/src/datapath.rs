@@ -20,6 +20,7 @@
 
 use std::fmt;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,8 +65,8 @@ pub struct DataPathConfig {
     pub mr_cache_entries: usize,
     /// Bytes of idle registrations kept by the cache.
     pub mr_cache_bytes: usize,
-    /// Cache registrations (`RZMQ_RDMA_MR_CACHE`; `None`: on for the soft provider, off for
-    /// ibverbs, see [`crate::mr_cache`]'s hazard note).
+    /// Cache registrations (`RZMQ_RDMA_MR_CACHE`; `None`: on for the soft and loopback
+    /// providers, off for ibverbs, see [`crate::mr_cache`]'s hazard note).
     pub mr_cache: Option<bool>,
     /// Expose rendezvous frames through memory windows when the device has them
     /// (`RZMQ_RDMA_MW`, default on); off: one registration per frame.
@@ -264,8 +265,12 @@ const T_WRITE: u64 = 2;
 const T_READ: u64 = 3;
 const T_MW: u64 = 4;
 
-fn wr_id(t: u64, covered: Option<u32>, token: u64) -> u64 {
-    (t << 56) | (u64::from(covered.unwrap_or(0)) & 0xffff) << 40 | (token & 0xff_ffff_ffff)
+const fn wr_id(t: u64, covered: Option<u32>, token: u64) -> u64 {
+    let covered = match covered {
+        Some(n) => n as u64,
+        None => 0,
+    };
+    (t << 56) | (covered & 0xffff) << 40 | (token & 0xff_ffff_ffff)
 }
 
 /// What a rendezvous frame holds until its FIN: the frame itself (so its buffer, and an
@@ -305,6 +310,14 @@ pub struct DataPath {
     _dev: Arc<dyn Device>,
     epoll: OwnedFd,
     wake: Arc<EventFd>,
+    /// Set (with one eventfd write) when a pool buffer returns; cleared when [`DataPath::arm`]
+    /// drains `wake`, so that later returns cost an atomic each until then.
+    woken: Arc<AtomicBool>,
+    /// The CQ was armed since its channel was last read: its event may be pending.
+    armed: bool,
+    /// Completions were polled since the last arming (else the CQ is still armed: no event
+    /// can have fired without a completion `process` has not seen yet).
+    polled: bool,
     cfg: DataPathConfig,
     psn: u32,
     max_inline: u32,
@@ -402,10 +415,16 @@ impl DataPath {
         epoll_add(ep, cq.fd()).map_err(provider::Error::Io)?;
         epoll_add(ep, wake.fd()).map_err(provider::Error::Io)?;
         let w2 = wake.clone();
+        let woken = Arc::new(AtomicBool::new(false));
+        let woken2 = woken.clone();
         let pool = Pool::new(
             Box::new(pd.clone()),
             cfg.pool_bytes,
-            Some(Box::new(move || w2.signal())),
+            Some(Box::new(move || {
+                if !woken2.swap(true, Ordering::AcqRel) {
+                    w2.signal();
+                }
+            })),
         );
         // The QP may not have more READs outstanding than its max_rd_atomic (a NIC would hold
         // the excess in the send queue): never post more.
@@ -416,7 +435,7 @@ impl DataPath {
             cfg.mr_cache_entries,
             cfg.mr_cache_bytes,
             cfg.mr_cache
-                .unwrap_or(dev_kind == crate::provider::ProviderKind::Soft),
+                .unwrap_or(dev_kind != crate::provider::ProviderKind::Ibverbs),
         );
         Ok((
             DataPath {
@@ -439,6 +458,9 @@ impl DataPath {
                 _dev: dev,
                 epoll,
                 wake,
+                woken,
+                armed: false,
+                polled: false,
                 psn,
                 max_inline,
                 eager_max: 0,
@@ -486,6 +508,7 @@ impl DataPath {
             ..self.cfg.rts
         }))?;
         self.cq.req_notify(false)?;
+        self.armed = true;
         Ok(())
     }
 
@@ -715,8 +738,28 @@ impl DataPath {
     }
 
     /// Arms the completion channel; call [`DataPath::process`] once more before sleeping.
+    ///
+    /// The channel is read here, not in `process`: an arming raises at most one event, and the
+    /// owner sleeps only after arming, so one read per arming (and none while nothing was
+    /// armed) keeps the fd from staying readable; `process` makes no system call. The pool's
+    /// wake-up is drained here too, and only when a buffer came back; the `process` that
+    /// follows sees every buffer returned before the drain.
     pub fn arm(&mut self) -> Result<(), DataPathError> {
+        if self.woken.load(Ordering::Acquire) {
+            self.wake.drain();
+            self.woken.store(false, Ordering::Release);
+        }
+        if self.armed && !self.polled {
+            // Still armed: an event that fired since belongs to a completion not yet polled,
+            // and leaves the fd readable for the owner's next wait.
+            return Ok(());
+        }
+        if self.armed {
+            self.cq.get_events()?;
+        }
         self.cq.req_notify(false)?;
+        self.armed = true;
+        self.polled = false;
         Ok(())
     }
 
@@ -734,12 +777,11 @@ impl DataPath {
     /// Handles completions, FINs, received records, READs and credit returns.
     pub fn process(&mut self) -> Result<(), DataPathError> {
         self.check()?;
-        self.cq.get_events()?;
-        self.wake.drain();
         loop {
             self.wcs.clear();
             let n = self.cq.poll(64, &mut self.wcs)?;
             self.progress += n as u64;
+            self.polled |= n > 0;
             for i in 0..n {
                 let wc = self.wcs[i];
                 if let Err(e) = self.on_completion(wc) {
@@ -759,7 +801,13 @@ impl DataPath {
             .expect("checked")
             .peer_credits()
             .rndv_done;
-        match self.rndv_tx.on_fin(done) {
+        // Nothing held and the count in range: nothing to release or check (skips a Vec).
+        let fin = if self.rndv_tx.in_flight() == 0 && done < self.rndv_tx.next_token() {
+            Ok(Vec::new())
+        } else {
+            self.rndv_tx.on_fin(done)
+        };
+        match fin {
             // The peer has read these frames: their windows are invalidated (a replayed
             // descriptor now fails), then dropping the holds returns registrations to the cache
             // (or deregisters them) and releases the frames: an external buffer's release
@@ -888,119 +936,148 @@ impl DataPath {
         }
     }
 
+    /// Posts what the ring asks for, in its order, without allocating: send WRs in chunks of
+    /// [`POST_CHUNK`] (one doorbell each), receives in chunks of [`RECV_WRS`]' length.
     fn post_ops(&mut self) -> Result<(), DataPathError> {
-        let ring = self.ring.as_mut().expect("checked");
+        loop {
+            let mut ops = [Op::PostRecv(0); POST_CHUNK];
+            let mut n = 0;
+            let mut recvs = 0;
+            let ring = self.ring.as_mut().expect("checked");
+            while n < POST_CHUNK {
+                match ring.poll_op() {
+                    None => break,
+                    // Receives go out after the WRs before them and before any after them (the
+                    // ring asks for them first, before the credits that advertise them).
+                    Some(Op::PostRecv(k)) => {
+                        recvs = k;
+                        break;
+                    }
+                    Some(op) => {
+                        ops[n] = op;
+                        n += 1;
+                    }
+                }
+            }
+            if n > 0 {
+                self.post_sends(&ops[..n])?;
+            }
+            let mut left = recvs as usize;
+            while left > 0 {
+                let k = left.min(RECV_WRS.len());
+                self.qp.post_recv(&RECV_WRS[..k])?;
+                left -= k;
+            }
+            if n < POST_CHUNK && recvs == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Posts up to [`POST_CHUNK`] ring writes and credit updates with one `post_send`.
+    fn post_sends(&self, ops: &[Op]) -> Result<(), DataPathError> {
         let peer = self.peer.as_ref().expect("connected");
-        let mirror = ring.mirror_region().addr();
+        let mirror = self.ring.as_ref().expect("checked").mirror_region().addr();
         let mirror_lkey = self.mirror_mr.as_ref().expect("connected").lkey();
-        let mut ops = Vec::new();
-        while let Some(op) = ring.poll_op() {
-            ops.push(op);
+        let mut credit_bufs = [[0u8; MAILBOX_LEN]; POST_CHUNK];
+        for (buf, op) in credit_bufs.iter_mut().zip(ops) {
+            if let Op::Credits { credits, .. } = op {
+                *buf = credits.encode();
+            }
         }
-        if ops.is_empty() {
-            return Ok(());
-        }
-        let mut recvs = 0u32;
-        let mut sges = Vec::with_capacity(ops.len());
-        let mut credit_bufs = Vec::with_capacity(ops.len());
-        for op in &ops {
-            match *op {
-                Op::PostRecv(n) => recvs += n,
-                Op::Write { off, len, .. } => sges.push(Sge {
+        let mut sges = [Sge {
+            addr: 0,
+            length: 0,
+            lkey: 0,
+        }; POST_CHUNK];
+        for ((sge, op), buf) in sges.iter_mut().zip(ops).zip(&credit_bufs) {
+            *sge = match *op {
+                Op::Write { off, len, .. } => Sge {
                     addr: mirror + u64::from(off),
                     length: len,
                     lkey: mirror_lkey,
-                }),
-                Op::Credits { credits, .. } => credit_bufs.push(credits.encode()),
-            }
+                },
+                Op::Credits { .. } => Sge {
+                    addr: buf.as_ptr() as u64,
+                    length: MAILBOX_LEN as u32,
+                    lkey: 0,
+                },
+                Op::PostRecv(_) => unreachable!("receives are posted apart"),
+            };
         }
-        if recvs > 0 {
-            let wrs: Vec<RecvWr<'_>> = (0..recvs)
-                .map(|_| RecvWr {
-                    wr_id: wr_id(T_RECV, None, 0),
-                    sg_list: &[],
-                })
-                .collect();
-            self.qp.post_recv(&wrs)?;
-        }
-        let credit_sges: Vec<Sge> = credit_bufs
-            .iter()
-            .map(|b| Sge {
-                addr: b.as_ptr() as u64,
-                length: MAILBOX_LEN as u32,
-                lkey: 0,
-            })
-            .collect();
-        let (mut si, mut ci) = (0, 0);
-        let mut wrs = Vec::with_capacity(ops.len());
-        for op in &ops {
-            match *op {
-                Op::PostRecv(_) => {}
+        let mut wrs = [SendWr {
+            wr_id: 0,
+            sg_list: &[],
+            op: SendOp::RdmaWrite(RemoteAddr { addr: 0, rkey: 0 }),
+            flags: SendFlags::NONE,
+        }; POST_CHUNK];
+        for ((wr, op), sge) in wrs.iter_mut().zip(ops).zip(&sges) {
+            let (remote, imm, signal, mut flags, sg_list) = match *op {
                 Op::Write {
                     off,
                     len,
                     imm,
                     signal,
-                } => {
-                    let remote = RemoteAddr {
+                } => (
+                    RemoteAddr {
                         addr: peer.ring_addr + u64::from(off),
                         rkey: peer.ring_rkey,
-                    };
-                    let mut flags = SendFlags::NONE;
-                    if signal.is_some() {
-                        flags = flags | SendFlags::SIGNALED;
-                    }
+                    },
+                    imm,
+                    signal,
                     if len <= self.max_inline {
-                        flags = flags | SendFlags::INLINE;
-                    }
-                    wrs.push(SendWr {
-                        wr_id: wr_id(T_WRITE, signal, 0),
-                        // A zero-length WRITE (posted for its completion) carries no SGE:
-                        // nothing to gather, and zero-length SGEs are not treated alike by all
-                        // NICs' drivers.
-                        sg_list: if len == 0 {
-                            &[]
-                        } else {
-                            std::slice::from_ref(&sges[si])
-                        },
-                        op: match imm {
-                            Some(i) => SendOp::RdmaWriteWithImm(remote, i),
-                            None => SendOp::RdmaWrite(remote),
-                        },
-                        flags,
-                    });
-                    si += 1;
-                }
-                Op::Credits { imm, signal, .. } => {
-                    let remote = RemoteAddr {
+                        SendFlags::INLINE
+                    } else {
+                        SendFlags::NONE
+                    },
+                    // A zero-length WRITE (posted for its completion) carries no SGE: nothing
+                    // to gather, and zero-length SGEs are not treated alike by all NICs' drivers.
+                    if len == 0 {
+                        &[][..]
+                    } else {
+                        std::slice::from_ref(sge)
+                    },
+                ),
+                Op::Credits { imm, signal, .. } => (
+                    RemoteAddr {
                         addr: peer.mailbox_addr,
                         rkey: peer.mailbox_rkey,
-                    };
-                    let mut flags = SendFlags::INLINE;
-                    if signal.is_some() {
-                        flags = flags | SendFlags::SIGNALED;
-                    }
-                    wrs.push(SendWr {
-                        wr_id: wr_id(T_WRITE, signal, 0),
-                        sg_list: std::slice::from_ref(&credit_sges[ci]),
-                        op: match imm {
-                            Some(i) => SendOp::RdmaWriteWithImm(remote, i),
-                            None => SendOp::RdmaWrite(remote),
-                        },
-                        flags,
-                    });
-                    ci += 1;
-                }
+                    },
+                    imm,
+                    signal,
+                    SendFlags::INLINE,
+                    std::slice::from_ref(sge),
+                ),
+                Op::PostRecv(_) => unreachable!("receives are posted apart"),
+            };
+            if signal.is_some() {
+                flags = flags | SendFlags::SIGNALED;
             }
+            *wr = SendWr {
+                wr_id: wr_id(T_WRITE, signal, 0),
+                sg_list,
+                op: match imm {
+                    Some(i) => SendOp::RdmaWriteWithImm(remote, i),
+                    None => SendOp::RdmaWrite(remote),
+                },
+                flags,
+            };
         }
-        if !wrs.is_empty() {
-            // SAFETY: inline SGEs point into `credit_bufs` or the mirror, both alive for the
-            // call; non-inline ones are in the registered mirror, which outlives the QP.
-            unsafe { self.qp.post_send(&wrs) }?;
-        }
+        // SAFETY: inline SGEs point into `credit_bufs` or the mirror, both alive for the call;
+        // non-inline ones are in the registered mirror, which outlives the QP.
+        unsafe { self.qp.post_send(&wrs[..ops.len()]) }?;
         Ok(())
     }
 }
+
+/// Send WRs posted with one `post_send` (a flush takes at most three).
+const POST_CHUNK: usize = 4;
+
+/// Replacement receives (no buffer: only WRITE_WITH_IMM arrives), posted from this table.
+const RECV_WRS: [RecvWr<'static>; 16] = [RecvWr {
+    wr_id: wr_id(T_RECV, None, 0),
+    sg_list: &[],
+}; 16];
 
 impl Drop for DataPath {
     fn drop(&mut self) {

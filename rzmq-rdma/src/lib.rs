@@ -2,8 +2,9 @@
 //!
 //! Floors, bottom to top, each importing only those below it:
 //! - [`provider`]: the verbs surface as a trait family; [`provider::soft`] (a userspace RC NIC
-//!   for CI and laptops) and `provider::ibverbs` (libibverbs via rdma-mummy-sys, feature
-//!   `ibverbs`, on by default);
+//!   for CI and laptops), `provider::ibverbs` (libibverbs via rdma-mummy-sys, feature
+//!   `ibverbs`, on by default) and [`provider::loopback`] (QPs of one process, a wire that
+//!   costs nothing: the engine's own cost, `examples/engine_cost.rs`);
 //! - [`region`]: NIC-written memory; [`mr_cache`]: registration cache;
 //! - [`ring`]: the credit ring, sans-IO; [`rndv`]: rendezvous for large frames, sans-IO;
 //! - [`datapath`]: drives ring and rendezvous over one QP;

@@ -18,6 +18,7 @@
 //! destruction order verbs demand (QP before CQ, MR before PD, all before the device) holds by
 //! construction. This module owns no I/O; it may not know about ZMTP, sockets or rings.
 
+pub mod loopback;
 pub mod soft;
 
 #[cfg(feature = "ibverbs")]
@@ -39,6 +40,8 @@ pub enum ProviderKind {
     Soft,
     /// libibverbs through rdma-mummy-sys (`ibverbs` feature).
     Ibverbs,
+    /// QPs of one process whose wire costs nothing ([`loopback`], for measuring the engine).
+    Loopback,
 }
 
 impl ProviderKind {
@@ -47,6 +50,7 @@ impl ProviderKind {
         match self {
             ProviderKind::Soft => "soft",
             ProviderKind::Ibverbs => "ibverbs",
+            ProviderKind::Loopback => "loopback",
         }
     }
 
@@ -54,6 +58,7 @@ impl ProviderKind {
         match self {
             ProviderKind::Soft => 1,
             ProviderKind::Ibverbs => 2,
+            ProviderKind::Loopback => 3,
         }
     }
 
@@ -61,6 +66,7 @@ impl ProviderKind {
         match id {
             1 => Some(ProviderKind::Soft),
             2 => Some(ProviderKind::Ibverbs),
+            3 => Some(ProviderKind::Loopback),
             _ => None,
         }
     }
@@ -1045,12 +1051,13 @@ pub trait Qp: Send + Sync {
     fn as_any(&self) -> &dyn Any;
 }
 
-/// The provider named by `RZMQ_RDMA_PROVIDER` (`soft`, `ibverbs`, or `auto`/unset: ibverbs when
-/// it lists a device, else `None`, so that `auto` leaves connections on TCP).
+/// The provider named by `RZMQ_RDMA_PROVIDER` (`soft`, `ibverbs`, `loopback`, or `auto`/unset:
+/// ibverbs when it lists a device, else `None`, so that `auto` leaves connections on TCP).
 pub fn from_env() -> Result<Option<Box<dyn Provider>>> {
     let v = std::env::var("RZMQ_RDMA_PROVIDER").unwrap_or_default();
     match v.as_str() {
         "soft" => Ok(Some(Box::new(soft::SoftProvider::from_env()?))),
+        "loopback" => Ok(Some(Box::new(loopback::LoopbackProvider))),
         #[cfg(feature = "ibverbs")]
         "ibverbs" => Ok(Some(Box::new(ibverbs::IbvProvider::new()))),
         #[cfg(not(feature = "ibverbs"))]
@@ -1068,7 +1075,7 @@ pub fn from_env() -> Result<Option<Box<dyn Provider>>> {
             Ok(None)
         }
         _ => Err(Error::InvalidArgument(
-            "RZMQ_RDMA_PROVIDER must be auto, soft or ibverbs",
+            "RZMQ_RDMA_PROVIDER must be auto, soft, ibverbs or loopback",
         )),
     }
 }
