@@ -274,9 +274,9 @@ impl SendFlags {
     /// No flag: block until the message is queued, and it is the last part.
     pub const NONE: SendFlags = SendFlags(0);
     /// Fail with `EAGAIN` instead of blocking.
-    pub const DONTWAIT: SendFlags = SendFlags(crate::socket::DONTWAIT);
+    pub const DONTWAIT: SendFlags = SendFlags(1); // ZMQ_DONTWAIT
     /// More parts of this message follow.
-    pub const MORE: SendFlags = SendFlags(crate::socket::SNDMORE);
+    pub const MORE: SendFlags = SendFlags(2); // ZMQ_SNDMORE
 
     /// The C ABI's integer.
     pub const fn bits(self) -> i32 {
@@ -297,7 +297,7 @@ impl RecvFlags {
     /// No flag: block until a message arrives.
     pub const NONE: RecvFlags = RecvFlags(0);
     /// Fail with `EAGAIN` instead of blocking.
-    pub const DONTWAIT: RecvFlags = RecvFlags(crate::socket::DONTWAIT);
+    pub const DONTWAIT: RecvFlags = RecvFlags(1); // ZMQ_DONTWAIT
 
     /// The C ABI's integer.
     pub const fn bits(self) -> i32 {
@@ -349,6 +349,9 @@ mod tests {
 
     #[test]
     fn flags_combine_and_convert() {
+        assert_eq!(SendFlags::DONTWAIT.bits(), crate::socket::DONTWAIT);
+        assert_eq!(SendFlags::MORE.bits(), crate::socket::SNDMORE);
+        assert_eq!(RecvFlags::DONTWAIT.bits(), crate::socket::DONTWAIT);
         let f = SendFlags::DONTWAIT | SendFlags::MORE;
         assert_eq!(f.bits(), crate::socket::DONTWAIT | crate::socket::SNDMORE);
         assert!(f.contains(SendFlags::MORE) && !SendFlags::MORE.contains(f));
