@@ -22,9 +22,8 @@
 //! They travel as an RDMA WRITE into the peer's mailbox: piggybacked before a data batch's
 //! WRITE_WITH_IMM when there is reverse traffic, otherwise as a standalone inline
 //! WRITE_WITH_IMM tagged [`CREDIT_IMM`]. Standalone updates go out in batches: when a quarter of
-//! the ring has been consumed, when the ring is drained and the sender could be out of space
-//! for its largest record (so a stalled sender always resumes), when the peer's receive budget
-//! is half spent, or when rendezvous reads completed. A sender
+//! the ring has been consumed, when the ring is drained (so a stalled sender always resumes),
+//! when the peer's receive budget is half spent, or when rendezvous reads completed. A sender
 //! never writes beyond the consumed count it has seen (it stalls and counts the stall) and never
 //! sends more WRITE_WITH_IMMs than the peer has posted receives, keeping the last one for a
 //! credit update so that two ends out of receive credit can always unblock each other.
@@ -718,29 +717,12 @@ impl Ring {
         let peer_budget = self.advertised.recvs_posted - self.recvs_done;
         let new_recvs = cur.recvs_posted - self.advertised.recvs_posted;
         unadvertised >= u64::from(self.cfg.size / 4)
-            || (self.tail == self.avail && unadvertised > 0 && self.peer_may_stall())
+            || (self.tail == self.avail && unadvertised > 0)
             // Half the peer's receive budget spent. With recv_depth >= 4 one incoming update
             // cannot bring a freshly restored budget (recv_depth) down to this threshold, so
             // updates never ping-pong.
             || (peer_budget <= u64::from(self.cfg.recv_depth / 2) && new_recvs > 0)
             || cur.rndv_done > self.advertised.rndv_done
-    }
-
-    /// Drained, whether the peer could be refused ring space for its next record with the
-    /// credits advertised so far: it stalls when its used bytes plus what the record needs
-    /// exceed the ring, and with our ring drained its used bytes are at most the unadvertised
-    /// ones (its head is at `avail` unless it holds unflushed records, which wait for receive
-    /// credit or send-queue slots, returned by the other rules and its own completions). The
-    /// largest record is half the ring (its `max_payload` plus the header), plus the padding
-    /// to the end when it does not fit there. When it cannot stall, the credit waits for the
-    /// next data to ride on or for a quarter of the ring: a request-reply exchange then sends
-    /// one notification per message instead of two.
-    fn peer_may_stall(&self) -> bool {
-        let size = u64::from(self.cfg.size);
-        let to_end = size - self.avail % size;
-        let rec = align8(size / 2);
-        let need = if rec > to_end { to_end + rec } else { rec };
-        self.avail - self.advertised.consumed + need > size
     }
 
     /// The next work request to post, or `None`. Receives are replenished first; a standalone
@@ -1190,57 +1172,6 @@ mod tests {
         // The owner's slots are free again.
         b.completions(64);
         assert!(b.ring.sq_slot_unsignaled());
-    }
-
-    #[test]
-    fn a_drained_ring_returns_credit_at_once_only_to_a_sender_that_could_stall() {
-        let cfg = RingConfig {
-            size: 1024,
-            recv_depth: 16,
-            max_send_wr: 64,
-            signal_every: 4,
-            batch_bytes: 100_000,
-        };
-        let mut ends = [End::new(cfg, cfg), End::new(cfg, cfg)];
-        let mut wires = [Wire::default(), Wire::default()];
-        let (a, b) = ends.split_at_mut(1);
-        let (a, b) = (&mut a[0], &mut b[0]);
-        a.post(&mut wires[0]);
-        b.post(&mut wires[1]);
-        // a sends 56-byte records one at a time; b consumes each at once (drained).
-        let mut one = |a: &mut End, b: &mut End| {
-            assert!(a.try_send(48));
-            a.ring.flush();
-            a.post(&mut wires[0]);
-            while execute(a, &mut wires[0], b) {}
-            b.completions(64);
-            a.completions(64);
-            b.consume(100);
-            assert_eq!(b.ring.tail, b.ring.avail);
-            b.ring.standalone_credits_due()
-        };
-        // Far from the end: 56 unadvertised bytes plus a half-ring record fit; no credit.
-        assert!(!one(a, b));
-        // Records up to just past the middle: the largest record would now wrap and need the
-        // padding before it, so a sender with these bytes unadvertised could stall.
-        let mut due = false;
-        for _ in 0..9 {
-            due = one(a, b);
-            if due {
-                break;
-            }
-        }
-        assert!(due, "the sender could stall: credit is due at once");
-        b.post(&mut wires[1]);
-        assert!(matches!(
-            wires[1].q.back(),
-            Some(Op::Credits {
-                imm: Some(CREDIT_IMM),
-                ..
-            })
-        ));
-        // Credit returned: nothing unadvertised, nothing due.
-        assert!(!b.ring.standalone_credits_due());
     }
 
     proptest! {
