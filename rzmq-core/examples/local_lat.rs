@@ -9,7 +9,7 @@ use perf_common::*;
 
 const USAGE: &str = "local_lat <bind-to> <message-size> <roundtrip-count>";
 
-pub fn main() {
+pub(crate) fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 4 {
         println!("usage: {USAGE}");

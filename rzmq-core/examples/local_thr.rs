@@ -14,7 +14,7 @@ use perf_common::*;
 
 const USAGE: &str = "local_thr <bind-to> <message-size> <message-count> [<enable_curve>]";
 
-pub fn main() {
+pub(crate) fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 4 && args.len() != 5 {
         println!("usage: {USAGE}");
@@ -47,8 +47,8 @@ pub fn main() {
     println!("mean throughput: {} [msg/s]", throughput as i64);
     println!("mean throughput: {megabits:.3} [Mb/s]");
     if std::env::var_os("RZMQ_PERF_STATS").is_some() {
-        let (rx, back) = rzmq_core::direct::rx_stats();
-        let (held, taken) = rzmq_core::direct::hold_stats();
+        let (rx, back) = rzmq_core::testing::direct::rx_stats();
+        let (held, taken) = rzmq_core::testing::direct::hold_stats();
         eprintln!(
             "direct receives {rx}, handed back {back}, held {held}, taken back by the I/O thread {taken}"
         );

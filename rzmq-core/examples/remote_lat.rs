@@ -10,7 +10,7 @@ use perf_common::*;
 
 const USAGE: &str = "remote_lat <connect-to> <message-size> <roundtrip-count>";
 
-pub fn main() {
+pub(crate) fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 4 {
         println!("usage: {USAGE}");

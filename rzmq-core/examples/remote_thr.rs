@@ -9,7 +9,7 @@ use perf_common::*;
 
 const USAGE: &str = "remote_thr <connect-to> <message-size> <message-count> [<enable_curve>]";
 
-pub fn main() {
+pub(crate) fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 4 && args.len() != 5 {
         println!("usage: {USAGE}");

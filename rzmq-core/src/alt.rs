@@ -2,7 +2,7 @@
 //! (to RDMA, in rzmq-rdma) after the ZMTP handshake, while the stream stays as the control
 //! channel (heartbeats, the upgrade commands, the end of the connection).
 //!
-//! rzmq-core knows only these traits and the upgrade protocol (in [`crate::engine`]); a provider
+//! rzmq-core knows only these traits and the upgrade protocol (in `crate::engine`); a provider
 //! crate installs an [`Upgrader`] with [`install`]. Without one every connection stays on its
 //! stream, exactly as before.
 //!
@@ -27,6 +27,10 @@ use std::sync::{Arc, OnceLock};
 
 use crate::msg::Msg;
 
+/// Anonymous memory for a provider's registered regions: page-aligned and zeroed, on huge pages
+/// from 2 MiB when the process allows them (as the message pool's).
+pub use crate::pool::map_anon;
+
 /// The `READY` property an end sets when it can upgrade (value: [`Upgrader::advertise`]).
 pub const PROPERTY: &str = "RZMQ-RDMA";
 /// Upgrade command: an endpoint blob.
@@ -36,7 +40,8 @@ pub const CMD_GO: &[u8] = b"RZMQ-UP-GO";
 /// Upgrade command: the upgrade is declined (data: the reason, text); both stay on the stream.
 pub const CMD_NAK: &[u8] = b"RZMQ-UP-NAK";
 
-/// `RZMQ_RDMA`: whether connections upgrade.
+/// Whether connections upgrade (the context option `ZMQ_RDMA_MODE`, whose default
+/// `RZMQ_RDMA` gives; rzmq-rdma parses it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// Never upgrade (`off`).
@@ -48,17 +53,7 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// Parses `RZMQ_RDMA` (`off`/`0`, `auto`/empty, `require`/`on`/`1`).
-    pub fn parse(s: &str) -> Option<Mode> {
-        match s {
-            "off" | "0" | "false" => Some(Mode::Off),
-            "" | "auto" => Some(Mode::Auto),
-            "require" | "on" | "1" | "true" => Some(Mode::Require),
-            _ => None,
-        }
-    }
-
-    /// The mode's name as `RZMQ_RDMA` spells it.
+    /// The mode's name, as `RZMQ_RDMA` spells it.
     pub fn name(self) -> &'static str {
         match self {
             Mode::Off => "off",

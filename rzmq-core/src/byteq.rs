@@ -21,7 +21,7 @@ use std::sync::Arc;
 use crossbeam_utils::CachePadded;
 
 /// Bytes per chunk.
-pub const CHUNK: usize = 64 * 1024;
+pub(crate) const CHUNK: usize = 64 * 1024;
 struct Chunk {
     data: Box<[UnsafeCell<u8>]>,
     next: AtomicPtr<Chunk>,
@@ -109,17 +109,17 @@ impl Drop for Inner {
 }
 
 /// The writing end.
-pub struct ByteProducer {
+pub(crate) struct ByteProducer {
     inner: Arc<Inner>,
 }
 
 /// The reading end.
-pub struct ByteConsumer {
+pub(crate) struct ByteConsumer {
     inner: Arc<Inner>,
 }
 
 /// Creates an empty byte queue (it allocates its first chunk on the first write).
-pub fn byte_queue() -> (ByteProducer, ByteConsumer) {
+pub(crate) fn byte_queue() -> (ByteProducer, ByteConsumer) {
     let inner = Arc::new(Inner {
         published: CachePadded::new(AtomicU64::new(0)),
         prod: CachePadded::new(UnsafeCell::new(ProducerSide {
@@ -155,7 +155,7 @@ impl ByteProducer {
     /// Room for a record of `len` bytes (at most [`CHUNK`]), unpublished: returns where to
     /// write it. The record becomes visible with the next [`ByteProducer::publish`].
     #[inline]
-    pub fn reserve(&mut self, len: usize) -> &mut [u8] {
+    pub(crate) fn reserve(&mut self, len: usize) -> &mut [u8] {
         debug_assert!(len <= CHUNK);
         let inner = self.inner.clone();
         let p = self.side();
@@ -199,14 +199,15 @@ impl ByteProducer {
     }
 
     /// True when nothing is unpublished.
-    pub fn all_published(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn all_published(&self) -> bool {
         let p = self.side();
         p.total == p.published
     }
 
     /// Makes everything written so far visible to the consumer.
     #[inline]
-    pub fn publish(&mut self) {
+    pub(crate) fn publish(&mut self) {
         let p = self.side();
         p.published = p.total;
         self.inner.published.store(p.total, Ordering::Release);
@@ -224,7 +225,7 @@ impl ByteConsumer {
     /// chunks, so this holds whole records); empty when nothing is published. Moves to the
     /// next chunk when the current one is used up.
     #[inline]
-    pub fn peek(&mut self) -> &[u8] {
+    pub(crate) fn peek(&mut self) -> &[u8] {
         let inner = self.inner.clone();
         let c = self.side();
         if c.seen == c.total {
@@ -262,20 +263,20 @@ impl ByteConsumer {
 
     /// Consumes `n` bytes of what [`ByteConsumer::peek`] returned.
     #[inline]
-    pub fn consume(&mut self, n: usize) {
+    pub(crate) fn consume(&mut self, n: usize) {
         let c = self.side();
         c.off += n;
         c.total += n as u64;
     }
 
     /// Published bytes not read yet.
-    pub fn backlog(&self) -> usize {
+    pub(crate) fn backlog(&self) -> usize {
         let c = self.side();
         (self.inner.published.load(Ordering::Acquire) - c.total) as usize
     }
 
     /// True when nothing published is left to read.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         let c = self.side();
         c.total == self.inner.published.load(Ordering::Acquire)
     }
@@ -310,6 +311,7 @@ mod tests {
         }
     }
 
+    #[cfg_attr(miri, ignore)] // 5000 records built byte by byte: minutes in Miri
     #[test]
     fn records_cross_chunks_whole_and_in_order() {
         let (mut p, mut c) = byte_queue();
@@ -346,6 +348,7 @@ mod tests {
         assert_eq!(c.peek(), &[4, 5]);
     }
 
+    #[cfg_attr(miri, ignore)] // 2x10^5 records, 2 threads: minutes in Miri; see testing
     #[test]
     fn a_producer_and_a_consumer_thread_lose_nothing() {
         let (mut p, mut c) = byte_queue();

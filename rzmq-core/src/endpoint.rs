@@ -40,11 +40,11 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 
 /// The size of `sockaddr_un::sun_path` on Linux; ipc paths must be shorter.
-pub const IPC_PATH_MAX: usize = 108;
+pub(crate) const IPC_PATH_MAX: usize = 108;
 
 /// A parsed endpoint: the transport and its (not yet resolved) address.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Endpoint {
+pub(crate) enum Endpoint {
     /// `tcp://<address>`.
     Tcp(TcpEndpoint),
     /// `ipc://<path>`.
@@ -58,7 +58,7 @@ pub enum Endpoint {
 /// Errors: `EINVAL` when `"://"` is missing or either side of it is empty, `EPROTONOSUPPORT` for a
 /// transport libzmq (as we build it) does not know, `ENOCOMPATPROTO` for `udp` (only valid for
 /// the draft RADIO/DISH/DGRAM socket types). As with a C string, the text ends at the first NUL.
-pub fn parse(addr: &str) -> Result<Endpoint> {
+pub(crate) fn parse(addr: &str) -> Result<Endpoint> {
     let addr = addr.split('\0').next().unwrap_or("");
     let pos = addr.find("://").ok_or(Error::Inval)?;
     let (protocol, rest) = (&addr[..pos], &addr[pos + 3..]);
@@ -81,12 +81,12 @@ pub fn parse(addr: &str) -> Result<Endpoint> {
 
 impl Endpoint {
     /// Same as [`parse`].
-    pub fn parse(addr: &str) -> Result<Endpoint> {
+    pub(crate) fn parse(addr: &str) -> Result<Endpoint> {
         parse(addr)
     }
 
     /// The transport name: `"tcp"`, `"ipc"` or `"inproc"`.
-    pub fn protocol(&self) -> &'static str {
+    pub(crate) fn protocol(&self) -> &'static str {
         match self {
             Endpoint::Tcp(_) => "tcp",
             Endpoint::Ipc(_) => "ipc",
@@ -95,7 +95,7 @@ impl Endpoint {
     }
 
     /// The endpoint string as given (`"<transport>://<address>"`).
-    pub fn uri(&self) -> String {
+    pub(crate) fn uri(&self) -> String {
         match self {
             Endpoint::Tcp(t) if t.is_rdma() => format!("rdma://{}", t.address()),
             Endpoint::Tcp(t) => format!("tcp://{}", t.address()),
@@ -107,14 +107,14 @@ impl Endpoint {
 
 /// A `tcp://` address, kept as text until it is resolved for a bind or a connect.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TcpEndpoint {
+pub(crate) struct TcpEndpoint {
     address: String,
     rdma: bool,
 }
 
 impl TcpEndpoint {
     /// Wraps the text after `tcp://` (`"host:port"`, `"src;host:port"`, `"[::1]:5555"`...).
-    pub fn new(address: &str) -> TcpEndpoint {
+    pub(crate) fn new(address: &str) -> TcpEndpoint {
         TcpEndpoint {
             address: address.to_owned(),
             rdma: false,
@@ -122,22 +122,22 @@ impl TcpEndpoint {
     }
 
     /// True for an `rdma://` endpoint: tcp whose connections must upgrade to RDMA.
-    pub fn is_rdma(&self) -> bool {
+    pub(crate) fn is_rdma(&self) -> bool {
         self.rdma
     }
 
     /// The address text after `tcp://`, verbatim.
-    pub fn address(&self) -> &str {
+    pub(crate) fn address(&self) -> &str {
         &self.address
     }
 
     /// The source part of a `"src;dst"` address (before the last `;`), if any.
-    pub fn source(&self) -> Option<&str> {
+    pub(crate) fn source(&self) -> Option<&str> {
         self.address.rfind(';').map(|p| &self.address[..p])
     }
 
     /// The destination part of the address (after the last `;`, or all of it).
-    pub fn target(&self) -> &str {
+    pub(crate) fn target(&self) -> &str {
         match self.address.rfind(';') {
             Some(p) => &self.address[p + 1..],
             None => &self.address,
@@ -149,7 +149,7 @@ impl TcpEndpoint {
     /// The first character must be alphanumeric, `[` or `:`; the others alphanumeric or one of
     /// `.-:%;[]_*`; and the text after the last `:` must start with a digit (so `*` ports and
     /// `*` hosts are refused). Anything else is `EINVAL`.
-    pub fn check_connect_syntax(&self) -> Result<()> {
+    pub(crate) fn check_connect_syntax(&self) -> Result<()> {
         let b = self.address.as_bytes();
         let mut i = 0;
         if let Some(&c) = b.first() {
@@ -181,7 +181,7 @@ impl TcpEndpoint {
     /// with `getifaddrs`, host names with `getaddrinfo`; port `*` or `0` is ephemeral. A source part
     /// (`src;dst`) is resolved and checked but ignored, as libzmq does. Unknown hosts and
     /// interfaces are `ENODEV`; port errors `EINVAL`.
-    pub fn resolve_bind(&self, ipv6: bool) -> Result<SocketAddr> {
+    pub(crate) fn resolve_bind(&self, ipv6: bool) -> Result<SocketAddr> {
         resolve_tcp(&self.address, true, ipv6).map(|(_, addr)| addr)
     }
 
@@ -191,12 +191,12 @@ impl TcpEndpoint {
     /// `*`/`0` ephemeral) and the destination (host names resolved, port `*` refused). Failures
     /// are `EINVAL` for the destination and `ENODEV` for the source. libzmq calls this in the
     /// connecter, not in `zmq_connect` (which only runs [`Self::check_connect_syntax`]).
-    pub fn resolve_connect(&self, ipv6: bool) -> Result<(Option<SocketAddr>, SocketAddr)> {
+    pub(crate) fn resolve_connect(&self, ipv6: bool) -> Result<(Option<SocketAddr>, SocketAddr)> {
         resolve_tcp(&self.address, false, ipv6)
     }
 
     /// `ZMQ_LAST_ENDPOINT` after a tcp connect: `"tcp://"` plus the address text verbatim.
-    pub fn connect_last_endpoint(&self) -> String {
+    pub(crate) fn connect_last_endpoint(&self) -> String {
         format!("tcp://{}", self.address)
     }
 }
@@ -206,7 +206,7 @@ impl TcpEndpoint {
 /// `tcp://a.b.c.d:port` for IPv4, `tcp://[v6]:port` for IPv6 (numeric host as `getnameinfo`
 /// with `NI_NUMERICHOST` writes it, so `::ffff:127.0.0.1` for a mapped address and a `%scope`
 /// suffix, an interface name for link-local addresses, when the scope id is set).
-pub fn tcp_last_endpoint(addr: &SocketAddr) -> String {
+pub(crate) fn tcp_last_endpoint(addr: &SocketAddr) -> String {
     match addr {
         SocketAddr::V4(a) => format!("tcp://{}:{}", a.ip(), a.port()),
         SocketAddr::V6(a) => {
@@ -222,7 +222,7 @@ pub fn tcp_last_endpoint(addr: &SocketAddr) -> String {
 
 /// How [`resolve_ip`] resolves a name: the options of libzmq's `ip_resolver_options_t`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ResolveOpts {
+pub(crate) struct ResolveOpts {
     /// A local (bind) address: `*` is the any address, `getaddrinfo` gets `AI_PASSIVE`, failures are `ENODEV`.
     pub bindable: bool,
     /// Try the name as a network interface name first (`getifaddrs`).
@@ -240,7 +240,7 @@ pub struct ResolveOpts {
 /// Errors: `EINVAL` for a missing or bad port, an empty or unknown `%zone`, and failed
 /// non-bindable lookups; `ENODEV` for failed bindable lookups; `ENOMEM` if `getaddrinfo` ran out
 /// of memory.
-pub fn resolve_ip(name: &str, opts: &ResolveOpts) -> Result<SocketAddr> {
+pub(crate) fn resolve_ip(name: &str, opts: &ResolveOpts) -> Result<SocketAddr> {
     let (mut addr, port) = if opts.expect_port {
         let delim = name.rfind(':').ok_or(Error::Inval)?;
         let port_str = &name[delim + 1..];
@@ -507,14 +507,14 @@ fn getaddrinfo_first(addr: &str, opts: &ResolveOpts) -> Result<SocketAddr> {
 
 /// An `ipc://` path (a file system path, or `@name` for the Linux abstract namespace).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct IpcEndpoint {
+pub(crate) struct IpcEndpoint {
     path: String,
 }
 
 /// The result of [`IpcEndpoint::resolve_bind`]: the path to bind and, for `ipc://*`, the
 /// temporary directory that was created for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IpcBind {
+pub(crate) struct IpcBind {
     /// The path to bind (for a wildcard, `<tmp dir>/socket`).
     pub endpoint: IpcEndpoint,
     /// The directory `mkdtemp` created for a wildcard; the listener removes it (after unlinking
@@ -524,29 +524,29 @@ pub struct IpcBind {
 
 impl IpcEndpoint {
     /// Wraps the text after `ipc://`.
-    pub fn new(path: &str) -> IpcEndpoint {
+    pub(crate) fn new(path: &str) -> IpcEndpoint {
         IpcEndpoint {
             path: path.to_owned(),
         }
     }
 
     /// The path after `ipc://`, verbatim.
-    pub fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         &self.path
     }
 
     /// True for `ipc://*...`: libzmq binds a generated path instead (unless `ZMQ_USE_FD` is set).
-    pub fn is_wildcard(&self) -> bool {
+    pub(crate) fn is_wildcard(&self) -> bool {
         self.path.starts_with('*')
     }
 
     /// True for `ipc://@name`: a Linux abstract-namespace address.
-    pub fn is_abstract(&self) -> bool {
+    pub(crate) fn is_abstract(&self) -> bool {
         self.path.starts_with('@')
     }
 
     /// `ipc_address_t::resolve`'s checks: `ENAMETOOLONG` for 108 bytes or more, `EINVAL` for `@` alone.
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if self.path.len() >= IPC_PATH_MAX {
             return Err(Error::Os(libc::ENAMETOOLONG));
         }
@@ -557,7 +557,7 @@ impl IpcEndpoint {
     }
 
     /// The `AF_UNIX` address to bind or connect to (abstract for `@name`), after [`Self::validate`].
-    pub fn to_unix_addr(&self) -> Result<std::os::unix::net::SocketAddr> {
+    pub(crate) fn to_unix_addr(&self) -> Result<std::os::unix::net::SocketAddr> {
         self.validate()?;
         if let Some(name) = self.path.strip_prefix('@') {
             #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -580,7 +580,7 @@ impl IpcEndpoint {
     }
 
     /// `ZMQ_LAST_ENDPOINT` for this path: `"ipc://"` plus the path as given (`@` kept).
-    pub fn last_endpoint(&self) -> String {
+    pub(crate) fn last_endpoint(&self) -> String {
         format!("ipc://{}", self.path)
     }
 
@@ -590,7 +590,7 @@ impl IpcEndpoint {
     /// The temporary directory is removed again if validation fails (`ENAMETOOLONG` for a long
     /// `$TMPDIR`). The caller then unlinks a stale file at the path (not when `use_fd` is set),
     /// binds and listens.
-    pub fn resolve_bind(&self, use_fd: i32) -> Result<IpcBind> {
+    pub(crate) fn resolve_bind(&self, use_fd: i32) -> Result<IpcBind> {
         if use_fd == -1 && self.is_wildcard() {
             let dir = create_tmp_dir()?;
             let endpoint = IpcEndpoint::new(&format!("{}/socket", dir.to_string_lossy()));
@@ -616,7 +616,7 @@ impl IpcEndpoint {
 fn create_tmp_dir() -> Result<PathBuf> {
     let mut base = String::new();
     for var in ["TMPDIR", "TEMPDIR", "TMP"] {
-        if let Ok(dir) = std::env::var(var) {
+        if let Some(dir) = crate::env::system_var(var) {
             if std::fs::metadata(&dir).map(|m| m.is_dir()).unwrap_or(false) {
                 base = dir;
                 if !base.ends_with('/') {

@@ -1,9 +1,12 @@
 //! rzmq-core: ZeroMQ sockets in Rust, byte-compatible with libzmq 4.3 on the wire.
 //!
-//! The floors, bottom to top: [`msg`] (frames and their ownership), [`pipe`] and [`signal`]
-//! (queues and wake-ups), [`zmtp`] (the wire protocol, sans-IO), [`pattern`] (routing logic of
-//! each socket type), [`engine`] and [`transport`] (connections on I/O threads), [`socket`] and
-//! [`context`] (the public API), with [`poll`], [`proxy`] and [`monitor`] beside them.
+//! The API: a [`Context`] makes [`Socket`]s of a [`SocketType`], which bind and connect to
+//! `tcp://`, `ipc://` and `inproc://` endpoints and send and receive [`Msg`]s; options are typed
+//! ([`sockopt`]) or libzmq's numbers ([`options`]); [`poll`], [`proxy`] and [`monitor`] are
+//! libzmq's. [`alt`] is the seam through which a provider crate (rzmq-rdma) moves a connection's
+//! messages off its stream; [`env`](mod@env) reads the `RZMQ_*` variables that give options their
+//! defaults. Everything else (pipes, the ZMTP codec, I/O threads, sessions) is internal:
+//! docs/ARCHITECTURE.md draws it.
 //!
 //! ```
 //! use rzmq_core::{Context, SocketType};
@@ -16,40 +19,46 @@
 //! assert_eq!(pull.recv_bytes(0).unwrap(), b"hello");
 //! ```
 
+// The public API: what programs and the sibling crates (the C ABI, the RDMA provider) use.
 pub mod alt;
-pub mod byteq;
 pub mod context;
-pub mod curve_keys;
-pub mod direct;
-pub mod endpoint;
-
-pub mod engine;
+pub mod env;
 pub mod error;
 pub mod monitor;
 pub mod msg;
-pub mod pattern;
-pub mod pipe;
-
+pub mod options;
 pub mod poll;
-pub mod pool;
-
 pub mod proxy;
-pub mod signal;
-pub mod small;
-
 pub mod socket;
 pub mod sockopt;
-pub mod socks;
-pub mod spsc;
+pub mod z85;
 
-pub mod transport;
-pub(crate) mod zap;
-pub mod zmtp;
+// The machinery, bottom to top (docs/ARCHITECTURE.md): not part of the API. Tests and benches
+// reach what they need through the hidden `testing` module.
+mod byteq;
+mod command;
+mod direct;
+mod endpoint;
+mod engine;
+mod io;
+mod pattern;
+mod pipe;
+mod pool;
+mod session;
+mod signal;
+mod small;
+mod socks;
+mod spsc;
+mod transport;
+mod zap;
+mod zmtp;
+
+#[doc(hidden)]
+pub mod testing;
 
 pub use context::Context;
 pub use error::{Error, Result};
 pub use msg::Msg;
-
 pub use socket::{Socket, SocketType, DONTWAIT, SNDMORE};
 pub use sockopt::{RecvFlags, SendFlags, SettableOption, SocketOption};
-pub mod options;
+pub use transport::same_host::tune_same_host;

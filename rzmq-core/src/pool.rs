@@ -50,11 +50,30 @@ fn mapped_len(cap: usize) -> usize {
 /// The transparent huge page size (x86-64 and aarch64 with 4 KiB pages).
 const HUGE: usize = 2 * 1024 * 1024;
 
-/// Whether large storage asks for huge pages: yes unless `RZMQ_HUGE_PAGES=0` (for hosts where
-/// a huge page fault may stall on memory compaction longer than a service tolerates).
-fn huge_pages() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("RZMQ_HUGE_PAGES").map_or(true, |v| v.trim() != "0"))
+/// Huge pages: 0 not decided yet (the environment's default on first use), 1 on, 2 off.
+static HUGE_PAGES: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Whether large storage asks for huge pages: yes unless turned off by `set_huge_pages`
+/// (the context option `ZMQ_RZMQ_HUGE_PAGES`) or, as its default, `RZMQ_HUGE_PAGES=0` (for
+/// hosts where a huge page fault may stall on memory compaction longer than a service
+/// tolerates). One relaxed load once decided.
+pub fn huge_pages() -> bool {
+    use std::sync::atomic::Ordering::Relaxed;
+    match HUGE_PAGES.load(Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let on = crate::env::core().huge_pages;
+            let _ = HUGE_PAGES.compare_exchange(0, if on { 1 } else { 2 }, Relaxed, Relaxed);
+            HUGE_PAGES.load(Relaxed) == 1
+        }
+    }
+}
+
+/// Turns huge pages on or off for large storage mapped from now on, in this process (the
+/// pools are process-wide).
+pub(crate) fn set_huge_pages(on: bool) {
+    HUGE_PAGES.store(if on { 1 } else { 2 }, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// `len` bytes of anonymous zeroed memory, page-aligned, or None when the system has none. The
@@ -189,13 +208,13 @@ impl Drop for Storage {
 }
 
 /// Smallest request served from the pool.
-pub const POOL_MIN: usize = 32 * 1024;
+pub(crate) const POOL_MIN: usize = 32 * 1024;
 /// Largest class kept in the pool.
-pub const POOL_MAX: usize = 16 * 1024 * 1024;
+pub(crate) const POOL_MAX: usize = 16 * 1024 * 1024;
 /// Most bytes one class keeps (at least two buffers are kept).
-pub const CLASS_KEEP: usize = 16 * 1024 * 1024;
+pub(crate) const CLASS_KEEP: usize = 16 * 1024 * 1024;
 /// Most bytes the pool keeps in all.
-pub const TOTAL_KEEP: usize = 64 * 1024 * 1024;
+pub(crate) const TOTAL_KEEP: usize = 64 * 1024 * 1024;
 
 const CLASSES: usize = (POOL_MAX.trailing_zeros() - POOL_MIN.trailing_zeros() + 1) as usize;
 
@@ -264,19 +283,19 @@ impl Pool {
 /// Storage of at least `len` bytes; the second value is true when it is fresh (all zero).
 /// Contents of recycled storage are the bytes a previous frame left. Meant for `len` of
 /// [`POOL_MIN`] and more (smaller requests still get a whole mapping).
-pub fn take(len: usize) -> (Storage, bool) {
+pub(crate) fn take(len: usize) -> (Storage, bool) {
     POOL.take(len)
 }
 
 /// Fresh storage of exactly `len` bytes (any size, not served from the pool's classes), or None
 /// when the system refuses the mapping. Untouched, it holds address space only: pages are
 /// committed as they are first written.
-pub fn try_take_fresh(len: usize) -> Option<Storage> {
+pub(crate) fn try_take_fresh(len: usize) -> Option<Storage> {
     Storage::try_map_for(len, len)
 }
 
 /// Storage of at least `len` bytes, the first `len` of them zero.
-pub fn take_zeroed(len: usize) -> Storage {
+pub(crate) fn take_zeroed(len: usize) -> Storage {
     let (mut b, fresh) = take(len);
     if !fresh {
         b[..len].fill(0);
@@ -285,13 +304,8 @@ pub fn take_zeroed(len: usize) -> Storage {
 }
 
 /// Gives storage back; kept for reuse when its class has room, freed otherwise.
-pub fn give(b: Storage) {
+pub(crate) fn give(b: Storage) {
     POOL.give(b)
-}
-
-/// Bytes the pool keeps for reuse now (for the memory benchmark).
-pub fn kept_bytes() -> usize {
-    POOL.kept.load(Ordering::Relaxed)
 }
 
 #[cfg(test)]
@@ -343,6 +357,7 @@ mod tests {
         assert!(pool.kept.load(Ordering::Relaxed) <= TOTAL_KEEP);
     }
 
+    #[cfg_attr(miri, ignore)] // reads 16 MiB byte by byte: far too slow in Miri
     #[test]
     fn zeroed_storage_is_zero() {
         let z = take_zeroed(POOL_MIN + 7);
@@ -376,6 +391,7 @@ mod tests {
         panic!("no mapping holds {addr:#x}");
     }
 
+    #[cfg_attr(miri, ignore)] // reads /proc/self/smaps for the mapping Miri only emulates
     #[test]
     fn large_storage_is_aligned_and_advised_for_huge_pages_where_its_frame_covers_them() {
         // madvise(MADV_HUGEPAGE) needs a kernel with transparent huge pages; without them the

@@ -14,13 +14,13 @@ use crate::error::{Error, Result};
 
 /// An eventfd used to wake a thread or to make a file descriptor readable.
 #[derive(Debug)]
-pub struct Signaler {
+pub(crate) struct Signaler {
     fd: RawFd,
 }
 
 impl Signaler {
     /// A new non-blocking eventfd.
-    pub fn new() -> Result<Signaler> {
+    pub(crate) fn new() -> Result<Signaler> {
         // SAFETY: eventfd takes no pointers; the result is checked.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if fd < 0 {
@@ -30,14 +30,14 @@ impl Signaler {
     }
 
     /// Makes the fd readable (adds one to the counter).
-    pub fn signal(&self) {
+    pub(crate) fn signal(&self) {
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a live u64 to our own eventfd.
         let _ = unsafe { libc::write(self.fd, (&one as *const u64).cast(), 8) };
     }
 
     /// Resets the counter; returns true when it was non-zero.
-    pub fn clear(&self) -> bool {
+    pub(crate) fn clear(&self) -> bool {
         let mut v: u64 = 0;
         // SAFETY: reads 8 bytes into a live u64 from our own non-blocking eventfd.
         let n = unsafe { libc::read(self.fd, (&mut v as *mut u64).cast(), 8) };
@@ -46,7 +46,7 @@ impl Signaler {
 
     /// Waits until the fd is readable or the timeout passes (None waits forever).
     /// Returns true when readable. EINTR is reported as [`Error::Intr`].
-    pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
+    pub(crate) fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
         let mut pfd = libc::pollfd {
             fd: self.fd,
             events: libc::POLLIN,
@@ -87,7 +87,7 @@ impl Drop for Signaler {
 }
 
 /// A multi-producer command queue for one reader, signalling only a sleeping reader.
-pub struct Mailbox<C> {
+pub(crate) struct Mailbox<C> {
     queue: SegQueue<C>,
     /// True when no signal is outstanding: the next sender must signal.
     asleep: AtomicBool,
@@ -96,7 +96,7 @@ pub struct Mailbox<C> {
 
 impl<C> Mailbox<C> {
     /// A new mailbox.
-    pub fn new() -> Result<Mailbox<C>> {
+    pub(crate) fn new() -> Result<Mailbox<C>> {
         Ok(Mailbox {
             queue: SegQueue::new(),
             asleep: AtomicBool::new(true),
@@ -105,7 +105,7 @@ impl<C> Mailbox<C> {
     }
 
     /// Queues a command, waking the reader if it is idle.
-    pub fn send(&self, cmd: C) {
+    pub(crate) fn send(&self, cmd: C) {
         self.queue.push(cmd);
         fence(Ordering::SeqCst);
         if self.asleep.load(Ordering::Relaxed) && self.asleep.swap(false, Ordering::SeqCst) {
@@ -115,7 +115,7 @@ impl<C> Mailbox<C> {
 
     /// Starts a drain: clears an outstanding signal so that any command sent after this call
     /// signals again. Call before popping with [`Mailbox::try_recv`] until it returns None.
-    pub fn begin_drain(&self) {
+    pub(crate) fn begin_drain(&self) {
         // Exactly one sender signals per idle period (the one whose swap saw `asleep`). Consume
         // that signal before declaring ourselves idle again; if it is still in flight, stay
         // "awake" and let it land (it makes the fd readable, and the next drain consumes it).
@@ -127,18 +127,18 @@ impl<C> Mailbox<C> {
     }
 
     /// Pops one command.
-    pub fn try_recv(&self) -> Option<C> {
+    pub(crate) fn try_recv(&self) -> Option<C> {
         self.queue.pop()
     }
 
     /// True when commands are queued.
-    pub fn has_pending(&self) -> bool {
+    pub(crate) fn has_pending(&self) -> bool {
         !self.queue.is_empty()
     }
 
     /// Blocks until a command may be queued or the deadline passes; returns false on timeout.
     /// Call after a drain found the queue empty.
-    pub fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
+    pub(crate) fn wait_until(&self, deadline: Option<Instant>) -> Result<bool> {
         if self.has_pending() {
             return Ok(true);
         }
@@ -160,7 +160,7 @@ impl<C> Mailbox<C> {
     }
 
     /// The fd that becomes readable when commands arrive for an idle reader (`ZMQ_FD`).
-    pub fn fd(&self) -> RawFd {
+    pub(crate) fn fd(&self) -> RawFd {
         self.signaler.as_raw_fd()
     }
 }
@@ -170,6 +170,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    #[cfg_attr(miri, ignore)] // waits in poll(2), which Miri does not emulate
     #[test]
     fn signal_only_when_asleep() {
         let mb: Mailbox<u32> = Mailbox::new().unwrap();
@@ -186,6 +187,7 @@ mod tests {
         assert!(mb.signaler.wait(Some(Duration::ZERO)).unwrap());
     }
 
+    #[cfg_attr(miri, ignore)] // waits in poll(2), which Miri does not emulate
     #[test]
     fn cross_thread_wakeup() {
         let mb: Arc<Mailbox<u32>> = Arc::new(Mailbox::new().unwrap());

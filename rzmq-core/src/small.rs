@@ -23,7 +23,7 @@ use std::sync::atomic::{fence, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The largest body cached here.
-pub const SMALL_MAX: usize = 16 * 1024;
+pub(crate) const SMALL_MAX: usize = 16 * 1024;
 /// The smallest class.
 const MIN_CLASS: usize = 64;
 /// Classes: 64, then four per octave up to SMALL_MAX.
@@ -106,7 +106,7 @@ fn batch_len(c: usize) -> usize {
 }
 
 /// The storage size a body of `len` bytes gets (`len` itself above [`SMALL_MAX`]).
-pub fn capacity_for(len: usize) -> usize {
+pub(crate) fn capacity_for(len: usize) -> usize {
     class_of(len).map_or(len, class_size)
 }
 

@@ -12,17 +12,21 @@ use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::context::Context;
-use crate::endpoint::Endpoint;
+use crate::command::{Attach, Cmd, SocketShared};
 use crate::error::{Error, Result};
+use crate::io::ctx::CtxShared;
 use crate::monitor::{self, EventSink, Monitor};
 use crate::msg::{Metadata, Msg};
 use crate::options::{OptValue, Options};
 use crate::pattern::{self, Pattern, PipeEntry, PipeId, PipeTable};
-use crate::pipe::{self, Notify, Target};
-use crate::signal::Mailbox;
-use crate::sockopt::{RecvFlags, SendFlags};
-use crate::transport;
+use crate::pipe::{Notify, Target};
+use crate::sockopt::SendFlags;
+
+mod endpoints;
+mod recv;
+
+use endpoints::{EndpointHandle, EndpointRec};
+use recv::RxSize;
 
 /// Don't block (`ZMQ_DONTWAIT`).
 pub const DONTWAIT: i32 = 1;
@@ -33,215 +37,13 @@ pub const POLLIN: i16 = 1;
 /// `ZMQ_EVENTS` bit: a message can be sent.
 pub const POLLOUT: i16 = 2;
 
-/// The socket types of libzmq, with its numbers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(i32)]
-pub enum SocketType {
-    /// Exclusive pair.
-    Pair = 0,
-    /// Publisher.
-    Pub = 1,
-    /// Subscriber.
-    Sub = 2,
-    /// Request (client of REP/ROUTER).
-    Req = 3,
-    /// Reply (server of REQ/DEALER).
-    Rep = 4,
-    /// Asynchronous request.
-    Dealer = 5,
-    /// Addressed routing.
-    Router = 6,
-    /// Pipeline sink.
-    Pull = 7,
-    /// Pipeline source.
-    Push = 8,
-    /// Publisher that sees subscriptions.
-    XPub = 9,
-    /// Subscriber that sends subscriptions as messages.
-    XSub = 10,
-    /// Raw TCP streams.
-    Stream = 11,
-}
-
-impl SocketType {
-    /// The type for a libzmq socket-type number.
-    pub fn from_raw(t: i32) -> Result<SocketType> {
-        use SocketType::*;
-        Ok(match t {
-            0 => Pair,
-            1 => Pub,
-            2 => Sub,
-            3 => Req,
-            4 => Rep,
-            5 => Dealer,
-            6 => Router,
-            7 => Pull,
-            8 => Push,
-            9 => XPub,
-            10 => XSub,
-            11 => Stream,
-            _ => return Err(Error::Inval),
-        })
-    }
-
-    /// The ZMTP name ("PAIR", "DEALER", ...).
-    pub fn name(self) -> &'static str {
-        use SocketType::*;
-        match self {
-            Pair => "PAIR",
-            Pub => "PUB",
-            Sub => "SUB",
-            Req => "REQ",
-            Rep => "REP",
-            Dealer => "DEALER",
-            Router => "ROUTER",
-            Pull => "PULL",
-            Push => "PUSH",
-            XPub => "XPUB",
-            XSub => "XSUB",
-            Stream => "STREAM",
-        }
-    }
-}
-
-/// Commands delivered to a socket's mailbox.
-pub(crate) enum Cmd {
-    ActivateRead(u64),
-    ActivateWrite(u64),
-    PipeClosed(u64),
-    PeerReady(u64),
-    /// A new pipe from a connection or an inproc peer.
-    Attach(Box<Attach>),
-    /// The context is terminating.
-    Stop,
-}
-
-/// A pipe handed to a socket by a connection or an inproc peer.
-pub(crate) struct Attach {
-    pub entry: PipeEntry,
-    pub id: PipeId,
-}
-
-/// The part of a socket other threads may hold: its mailbox.
-pub(crate) struct SocketShared {
-    pub mailbox: Mailbox<Cmd>,
-    pub id: u64,
-    next_pipe: std::sync::atomic::AtomicU64,
-    /// Set when the socket closes: nobody reads the mailbox any more.
-    closed: std::sync::atomic::AtomicBool,
-}
-
-impl SocketShared {
-    /// Hands a new pipe to the socket; if the socket has closed meanwhile, the pipe is dropped
-    /// (closed) instead, so the connection behind it ends rather than waiting forever.
-    pub fn attach(&self, a: Attach) {
-        use std::sync::atomic::Ordering;
-        self.mailbox.send(Cmd::Attach(Box::new(a)));
-        if self.closed.load(Ordering::SeqCst) {
-            self.drain_dead();
-        }
-    }
-
-    /// Drops every queued command of a closed socket (pipes in Attach commands close).
-    fn drain_dead(&self) {
-        while let Some(cmd) = self.mailbox.try_recv() {
-            drop(cmd);
-        }
-    }
-
-    /// Reserves a pipe id (used by other threads preparing an Attach).
-    pub fn reserve_pipe_id(&self) -> PipeId {
-        PipeId(
-            self.next_pipe
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                + 1,
-        )
-    }
-}
-
-impl Notify for SocketShared {
-    fn activate_read(&self, token: u64) {
-        self.mailbox.send(Cmd::ActivateRead(token));
-    }
-    fn activate_write(&self, token: u64) {
-        self.mailbox.send(Cmd::ActivateWrite(token));
-    }
-    fn pipe_closed(&self, token: u64) {
-        self.mailbox.send(Cmd::PipeClosed(token));
-    }
-    fn peer_ready(&self, token: u64) {
-        self.mailbox.send(Cmd::PeerReady(token));
-    }
-}
-
-/// What a bound or connected endpoint holds so it can be undone.
-enum EndpointHandle {
-    /// A listener or connecting session on an I/O thread.
-    Io(transport::IoHandle),
-    /// An inproc binding (name registered in the context).
-    InprocBind,
-    /// An inproc connection: its pipe.
-    InprocConnect,
-}
-
-struct EndpointRec {
-    /// The address as given by the user.
-    given: String,
-    /// The resolved address (LAST_ENDPOINT form).
-    resolved: String,
-    bind: bool,
-    handle: EndpointHandle,
-}
-
-/// How many blocking receives a socket whose pipe has no connection input to ask for (see
-/// [`Socket::want_input`]) makes before it looks again.
-const WANT_PROBE_EVERY: u32 = 1024;
-
-/// Frames from this size on (the pool's large bodies) make a socket stop asking for its
-/// connection's input (see [`Socket::want_input`]): on a stream of large frames the I/O
-/// thread's read-ahead overlaps the kernel's copy of the next frame with the application's
-/// work on this one, which a socket reading the stream itself would do one after the other.
-const LARGE_RX: usize = crate::pool::POOL_MIN;
-
-/// Small frames in a row after which a socket that received a large frame asks for its input
-/// again: messages that mix a small header with a large body keep the I/O thread reading ahead.
-const RX_SMALL_RUN: u32 = 64;
-
-/// Whether a socket's recent frames were large (see [`LARGE_RX`] and [`RX_SMALL_RUN`]).
-#[derive(Debug, Default)]
-struct RxSize {
-    /// A frame received lately was large: the socket does not ask for its input.
-    large: bool,
-    /// Small frames received in a row since the last large one.
-    small_run: u32,
-}
-
-impl RxSize {
-    /// Notes a frame of `len` bytes; true when the frames just turned large.
-    #[inline]
-    fn seen(&mut self, len: usize) -> bool {
-        let large = len >= LARGE_RX;
-        (large || self.large) && self.seen_after_large(large)
-    }
-
-    #[inline(never)]
-    fn seen_after_large(&mut self, large: bool) -> bool {
-        if large {
-            self.small_run = 0;
-            return !std::mem::replace(&mut self.large, true);
-        }
-        self.small_run += 1;
-        if self.small_run >= RX_SMALL_RUN {
-            self.large = false;
-        }
-        false
-    }
-}
+/// The socket types of libzmq, with its numbers (one enum, defined with the ZMTP vocabulary).
+pub use crate::zmtp::SocketType;
 
 /// A ZeroMQ socket.
 pub struct Socket {
     shared: Arc<SocketShared>,
-    ctx: Context,
+    ctx: Arc<CtxShared>,
     ty: SocketType,
     pattern: Box<dyn Pattern>,
     pipes: PipeTable,
@@ -251,7 +53,7 @@ pub struct Socket {
     endpoints: Vec<EndpointRec>,
     monitor: Monitor,
     closed: bool,
-    /// Busy-polling before a direct receive sleeps (see [`crate::direct::spin_budget`]).
+    /// Busy-polling before a direct receive sleeps (its budget: `ZMQ_RZMQ_BUSY_POLL_US`, `sockopt::BusyPoll`).
     spin: crate::direct::Spin,
     /// The pipe whose connection input this socket last took for a direct receive: its reader
     /// may hold that input between receives of a stream, read on when the application has
@@ -284,14 +86,18 @@ fn deadline_for(timeout_ms: i32) -> Option<Instant> {
 }
 
 impl Socket {
-    pub(crate) fn new(ctx: Context, ty: SocketType, id: u64) -> Result<Socket> {
-        let shared = Arc::new(SocketShared {
-            mailbox: Mailbox::new()?,
-            id,
-            next_pipe: std::sync::atomic::AtomicU64::new(0),
-            closed: std::sync::atomic::AtomicBool::new(false),
-        });
-        let options = Options::with_ctx(ty as i32, &ctx.inner().ctx_options());
+    /// Opens a socket of type `ty` in the context `ctx` (ETERM once it terminates, EMFILE
+    /// past `ZMQ_MAX_SOCKETS`).
+    pub(crate) fn open(ctx: &Arc<CtxShared>, ty: SocketType) -> Result<Socket> {
+        let (id, max) = ctx.new_socket_id()?;
+        let sock = Socket::new(ctx.clone(), ty, id)?;
+        ctx.add_socket(&sock.shared, max)?;
+        Ok(sock)
+    }
+
+    fn new(ctx: Arc<CtxShared>, ty: SocketType, id: u64) -> Result<Socket> {
+        let shared = Arc::new(SocketShared::new(id)?);
+        let options = Options::with_ctx(ty as i32, &ctx.ctx_options());
         Ok(Socket {
             shared,
             ctx,
@@ -312,8 +118,9 @@ impl Socket {
         })
     }
 
-    pub(crate) fn shared(&self) -> &Arc<SocketShared> {
-        &self.shared
+    /// What the socket shares with its context.
+    pub(crate) fn ctx_shared(&self) -> &Arc<CtxShared> {
+        &self.ctx
     }
 
     /// The socket's type.
@@ -326,16 +133,11 @@ impl Socket {
         &self.options
     }
 
-    /// The socket's context.
-    pub fn context(&self) -> &Context {
-        &self.ctx
-    }
-
     fn check_alive(&self) -> Result<()> {
         if self.closed {
             return Err(Error::NotSock);
         }
-        if self.ctx.inner().is_terminating() {
+        if self.ctx.is_terminating() {
             return Err(Error::Term);
         }
         Ok(())
@@ -349,7 +151,7 @@ impl Socket {
         while let Some(cmd) = self.shared.mailbox.try_recv() {
             self.handle(cmd);
         }
-        if self.ctx.inner().is_terminating() {
+        if self.ctx.is_terminating() {
             return Err(Error::Term);
         }
         Ok(())
@@ -524,258 +326,6 @@ impl Socket {
         self.process_commands()
     }
 
-    /// Receives one frame.
-    pub fn recv_msg(&mut self, flags: i32) -> Result<Msg> {
-        self.check_alive()?;
-        self.process_if_pending()?;
-        if self.wanted_rx.is_none()
-            && !self.rx_size.large
-            && flags & DONTWAIT == 0
-            && self.options.rcvtimeo != 0
-        {
-            if self.want_probe == 0 {
-                self.want_input();
-            } else {
-                self.want_probe -= 1;
-            }
-        }
-        match self.pattern.recv(&mut self.pipes) {
-            Ok(m) => return Ok(self.received(m)),
-            Err(Error::Again) => {}
-            Err(e) => return Err(e),
-        }
-        // Nothing was readable: process commands (activations, new pipes) and retry before waiting.
-        self.process_commands()?;
-        match self.pattern.recv(&mut self.pipes) {
-            Ok(m) => return Ok(self.received(m)),
-            Err(Error::Again) => {}
-            Err(e) => return Err(e),
-        }
-        self.reap_finished();
-        if flags & DONTWAIT != 0 || self.options.rcvtimeo == 0 {
-            self.let_go_held();
-            return Err(Error::Again);
-        }
-        let deadline = deadline_for(self.options.rcvtimeo);
-        loop {
-            self.wait_recv(deadline)?;
-            match self.pattern.recv(&mut self.pipes) {
-                Ok(m) => return Ok(self.received(m)),
-                Err(Error::Again) => self.reap_finished(),
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Waits for input until `deadline`: as [`Socket::wait`], or, when the socket's only pipe
-    /// comes from a connection whose input is offered (see [`crate::direct::DirectRx`]), on the
-    /// connection's stream as well, reading and decoding what arrives on this thread.
-    fn wait_recv(&mut self, deadline: Option<Instant>) -> Result<()> {
-        match self.direct_recv(deadline) {
-            Some(r) => r,
-            None => self.wait(deadline),
-        }
-    }
-
-    /// A blocking receive on a socket with one pipe: tells the pipe's connection input that
-    /// this socket receives with blocking calls (see [`crate::direct::DirectRx::want`]), so an
-    /// I/O thread that got ahead of it hands the stream over.
-    /// A socket whose pipe has no connection input to ask for (inproc, or not yet) looks
-    /// again only every [`WANT_PROBE_EVERY`] blocking receives.
-    #[cold]
-    fn want_input(&mut self) {
-        let rx = self.pipes.only().and_then(|id| {
-            let rx = self.pipes.get_mut(id)?.reader.direct_rx()?.clone();
-            Some((id, rx))
-        });
-        match rx {
-            Some((id, rx)) => {
-                rx.want();
-                self.wanted_rx = Some(id);
-            }
-            None => self.want_probe = WANT_PROBE_EVERY,
-        }
-    }
-
-    /// A direct receive; `None` when input is not the socket's to take now.
-    fn direct_recv(&mut self, deadline: Option<Instant>) -> Option<Result<()>> {
-        use crate::direct::Received;
-        if self.shared.mailbox.has_pending() {
-            return None;
-        }
-        let id = self.pipes.only()?;
-        let reader = &mut self.pipes.get_mut(id)?.reader;
-        let rx = reader.direct_rx()?.clone();
-        // This socket receives with blocking calls: input offered to it may wait for it
-        // (unless its frames are large).
-        if !self.rx_size.large {
-            rx.want();
-            self.wanted_rx = Some(id);
-        }
-        if !rx.claim() {
-            return None;
-        }
-        // Held input (if any) is this receive's now; the pipe's reader may hold it again.
-        reader.set_input_held(false);
-        self.held_rx = Some(id);
-        if reader.has_msg() {
-            // Delivered before the offer: the pipe's activation is on its way.
-            rx.release();
-            return None;
-        }
-        // Poll without sleeping for up to the budget first (only while that pays, see
-        // crate::direct::Spin), then sleep.
-        let budget = crate::direct::spin_budget();
-        let mut spin_until =
-            (!budget.is_zero() && self.spin.active()).then(|| Instant::now() + budget);
-        let mut slept_at: Option<Instant> = None;
-        loop {
-            let now = Instant::now();
-            if let Some(until) = spin_until {
-                if now >= until || deadline.is_some_and(|d| now >= d) {
-                    spin_until = None;
-                    self.spin.miss();
-                }
-            }
-            let ms = if spin_until.is_some() {
-                0
-            } else {
-                if slept_at.is_none() {
-                    slept_at = Some(now);
-                }
-                crate::signal::poll_ms(deadline.map(|d| d.saturating_duration_since(now)))
-            };
-            let mut fds = [
-                libc::pollfd {
-                    fd: self.shared.mailbox.fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: rx.fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            // SAFETY: two valid pollfds in a live array.
-            let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
-            if rc < 0 {
-                let e = std::io::Error::last_os_error();
-                rx.release();
-                return Some(Err(e.into()));
-            }
-            if rc == 0 {
-                if spin_until.is_some() {
-                    std::hint::spin_loop();
-                    continue;
-                }
-                rx.release();
-                return Some(Err(Error::Again));
-            }
-            // Something is ready: polling paid, or a sleep it could have covered ended.
-            match slept_at {
-                None => self.spin.hit(),
-                Some(at) => self.spin.slept(at.elapsed(), budget),
-            }
-            if fds[1].revents != 0 {
-                // Whole messages go straight to the pipe reader's inbox (the pipe stays while
-                // this thread holds the socket).
-                let Some(e) = self.pipes.get_mut(id) else {
-                    rx.release();
-                    return Some(Ok(()));
-                };
-                let inbox = e.reader.direct_inbox();
-                let before = inbox.len();
-                let step = rx.receive(inbox);
-                let got = inbox.len() > before;
-                if step == Received::Messages {
-                    if inbox.len() > 1 {
-                        // A stream: its next turn is read here too (see the pipe reader's read_on).
-                        rx.hold(true);
-                        e.reader.set_input_held(true);
-                    } else {
-                        rx.release();
-                    }
-                }
-                if step != Received::Nothing {
-                    if got {
-                        self.pattern.read_activated(id, &mut self.pipes);
-                    }
-                    return Some(Ok(()));
-                }
-            }
-            if fds[0].revents != 0 {
-                rx.release();
-                return Some(self.process_commands());
-            }
-        }
-    }
-
-    fn reap_finished(&mut self) {
-        let ids = self.pipes.ids();
-        for id in ids {
-            self.reap(id);
-        }
-        self.drain_kills();
-    }
-
-    #[inline]
-    fn received(&mut self, m: Msg) -> Msg {
-        self.rcvmore = m.more();
-        if self.rx_size.seen(m.len()) {
-            // Large frames now: the I/O thread reads ahead again (see LARGE_RX).
-            self.unwant_input();
-        }
-        m
-    }
-
-    /// Whether this socket has told its connection's input that it receives with blocking
-    /// calls (see [`crate::direct::DirectRx::want`]); for tests and diagnostics.
-    #[doc(hidden)]
-    pub fn asks_for_input(&self) -> bool {
-        self.wanted_rx.is_some()
-    }
-
-    /// Takes back what [`Socket::want_input`] told the pipe's connection input.
-    fn unwant_input(&mut self) {
-        if let Some(id) = self.wanted_rx.take() {
-            if let Some(rx) = self
-                .pipes
-                .get_mut(id)
-                .and_then(|e| e.reader.direct_rx().cloned())
-            {
-                rx.unwant();
-            }
-        }
-    }
-
-    /// Gives held input back (see [`crate::direct::DirectRx::release`]) before the socket
-    /// reports readiness or returns `EAGAIN`: only a blocking receive reads the stream itself.
-    fn let_go_held(&mut self) {
-        if let Some(id) = self.held_rx {
-            match self.pipes.get_mut(id) {
-                Some(e) => e.reader.let_go_input(),
-                None => self.held_rx = None,
-            }
-        }
-        self.unwant_input();
-    }
-
-    /// Receives one frame as bytes.
-    pub fn recv_bytes(&mut self, flags: impl Into<RecvFlags>) -> Result<Vec<u8>> {
-        self.recv_msg(flags.into().bits())
-            .map(|m| m.data().to_vec())
-    }
-
-    /// Receives all frames of one message.
-    pub fn recv_multipart(&mut self, flags: impl Into<RecvFlags>) -> Result<Vec<Msg>> {
-        let mut parts = vec![self.recv_msg(flags.into().bits())?];
-        while self.rcvmore {
-            parts.push(self.recv_msg(0)?);
-        }
-        Ok(parts)
-    }
-
     /// True when the last frame received has more frames following (`ZMQ_RCVMORE`).
     pub fn rcvmore(&self) -> bool {
         self.rcvmore
@@ -802,203 +352,6 @@ impl Socket {
         self.shared.mailbox.fd()
     }
 
-    // ----- endpoints ------------------------------------------------------------------------
-
-    /// Binds to an endpoint (`tcp://`, `ipc://`, `inproc://`).
-    pub fn bind(&mut self, addr: &str) -> Result<()> {
-        self.check_alive()?;
-        self.process_commands()?;
-        match Endpoint::parse(addr)? {
-            Endpoint::Inproc(name) => {
-                let inner = self.ctx.inner().clone();
-                inner.inproc_bind(self, &name)?;
-                self.last_endpoint = addr.to_string();
-                self.endpoints.push(EndpointRec {
-                    given: addr.to_string(),
-                    resolved: addr.to_string(),
-                    bind: true,
-                    handle: EndpointHandle::InprocBind,
-                });
-                Ok(())
-            }
-            ep => {
-                let setup = self.conn_setup();
-                let (handle, resolved) = match transport::bind(self.ctx.inner(), &ep, setup) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        self.monitor
-                            .event(monitor::EVENT_BIND_FAILED, e.errno() as u32, addr);
-                        return Err(e);
-                    }
-                };
-                self.last_endpoint = resolved.clone();
-                self.endpoints.push(EndpointRec {
-                    given: addr.to_string(),
-                    resolved,
-                    bind: true,
-                    handle: EndpointHandle::Io(handle),
-                });
-                Ok(())
-            }
-        }
-    }
-
-    /// Connects to an endpoint; the connection is made (and remade) in the background.
-    pub fn connect(&mut self, addr: &str) -> Result<()> {
-        self.check_alive()?;
-        self.process_commands()?;
-        let ep = Endpoint::parse(addr)?;
-        let connect_rid = self.options.take_connect_routing_id();
-        if let Some(rid) = &connect_rid {
-            if self.ty == SocketType::Router || self.ty == SocketType::Stream {
-                let used = self
-                    .pipes
-                    .ids()
-                    .into_iter()
-                    .any(|id| self.pipes.get(id).is_some_and(|e| &e.routing_id == rid));
-                if used {
-                    return Err(Error::Inval);
-                }
-            }
-        }
-        match ep {
-            Endpoint::Inproc(name) => {
-                let inner = self.ctx.inner().clone();
-                inner.inproc_connect(self, &name, addr, connect_rid)?;
-                self.last_endpoint = addr.to_string();
-                self.endpoints.push(EndpointRec {
-                    given: addr.to_string(),
-                    resolved: addr.to_string(),
-                    bind: false,
-                    handle: EndpointHandle::InprocConnect,
-                });
-                Ok(())
-            }
-            ep => {
-                // Without IMMEDIATE the pipe exists from now on, so messages queue before the
-                // connection is up and survive reconnects (libzmq's behaviour).
-                let pipe = if !self.options.immediate {
-                    let (entry, peer_side) = self.new_pipe_pair();
-                    let id = self.shared.reserve_pipe_id();
-                    let mut entry = entry;
-                    entry.endpoint = Some(addr.to_string());
-                    entry.connect_routing_id = connect_rid.clone();
-                    if let Some(rid) = &connect_rid {
-                        entry.routing_id = rid.clone();
-                    }
-                    self.attach_pipe(id, entry);
-                    Some(peer_side)
-                } else {
-                    None
-                };
-                let mut setup = self.conn_setup();
-                setup.connect_routing_id = connect_rid;
-                let handle = transport::connect(self.ctx.inner(), &ep, addr, setup, pipe)?;
-                self.last_endpoint = addr.to_string();
-                self.endpoints.push(EndpointRec {
-                    given: addr.to_string(),
-                    resolved: addr.to_string(),
-                    bind: false,
-                    handle: EndpointHandle::Io(handle),
-                });
-                Ok(())
-            }
-        }
-    }
-
-    /// Creates both ends of a peer pipe: the socket's entry and the connection's ends.
-    pub(crate) fn new_pipe_pair(&self) -> (PipeEntry, transport::PeerPipe) {
-        let (out_hwm, in_hwm) = (
-            self.options.sndhwm.max(0) as u64,
-            self.options.rcvhwm.max(0) as u64,
-        );
-        let conflate = self.options.effective_conflate();
-        let (to_peer_w, to_peer_r) = pipe::pipe_with(out_hwm, conflate);
-        let (from_peer_w, from_peer_r) = pipe::pipe_with(in_hwm, conflate);
-        let entry = PipeEntry::new(from_peer_r, to_peer_w);
-        (
-            entry,
-            transport::PeerPipe {
-                to_socket: from_peer_w,
-                from_socket: to_peer_r,
-            },
-        )
-    }
-
-    /// Everything a connection needs to know about this socket, snapshotted now.
-    fn conn_setup(&self) -> transport::ConnSetup {
-        transport::ConnSetup {
-            socket: self.shared.clone(),
-            socket_type: self.ty,
-            options: Arc::new(self.options.clone()),
-            monitor: self.monitor.clone(),
-            connect_routing_id: None,
-            ctx: Arc::downgrade(self.ctx.inner()),
-        }
-    }
-
-    /// A bound endpoint is found by its resolved address only (as libzmq: unbinding
-    /// "tcp://*:*" or "ipc://*" is ENOENT, the LAST_ENDPOINT form works); a connection by the
-    /// address given to connect.
-    fn find_endpoint(&self, addr: &str, bind: bool) -> Option<usize> {
-        self.endpoints.iter().position(|e| {
-            e.bind == bind
-                && if bind {
-                    e.resolved == addr
-                } else {
-                    e.given == addr
-                }
-        })
-    }
-
-    /// Stops listening on a bound endpoint and closes its connections.
-    pub fn unbind(&mut self, addr: &str) -> Result<()> {
-        self.check_alive()?;
-        self.process_commands()?;
-        let Some(i) = self.find_endpoint(addr, true) else {
-            return Err(Error::NoEnt);
-        };
-        let rec = self.endpoints.remove(i);
-        self.undo_endpoint(rec);
-        Ok(())
-    }
-
-    /// Closes a connection made with [`Socket::connect`].
-    pub fn disconnect(&mut self, addr: &str) -> Result<()> {
-        self.check_alive()?;
-        self.process_commands()?;
-        let Some(i) = self.find_endpoint(addr, false) else {
-            return Err(Error::NoEnt);
-        };
-        let rec = self.endpoints.remove(i);
-        self.undo_endpoint(rec);
-        Ok(())
-    }
-
-    fn undo_endpoint(&mut self, rec: EndpointRec) {
-        match rec.handle {
-            EndpointHandle::Io(h) => h.close(),
-            EndpointHandle::InprocBind => {
-                self.ctx.inner().inproc_unbind(&rec.given, self.shared.id)
-            }
-            EndpointHandle::InprocConnect => {}
-        }
-        let ids: Vec<PipeId> = self
-            .pipes
-            .ids()
-            .into_iter()
-            .filter(|id| {
-                self.pipes
-                    .get(*id)
-                    .and_then(|e| e.endpoint.as_deref())
-                    .is_some_and(|ep| ep == rec.given || ep == rec.resolved)
-            })
-            .collect();
-        for id in ids {
-            self.terminate_pipe(id);
-        }
-    }
-
     // ----- options --------------------------------------------------------------------------
 
     /// Sets an option from its raw C representation (`zmq_setsockopt`).
@@ -1012,7 +365,7 @@ impl Socket {
         if self.closed {
             return Err(Error::NotSock);
         }
-        if self.ctx.inner().is_terminating() {
+        if self.ctx.is_terminating() {
             return Err(Error::Term);
         }
         self.options.set_raw(opt, value)?;
@@ -1066,7 +419,7 @@ impl Socket {
         if self.closed {
             return Err(Error::NotSock);
         }
-        if self.ctx.inner().is_terminating() {
+        if self.ctx.is_terminating() {
             return Err(Error::Term);
         }
         match opt {
@@ -1108,7 +461,7 @@ impl Socket {
         if !addr.starts_with("inproc://") {
             return Err(Error::ProtoNoSupport);
         }
-        let mut pair = self.ctx.socket(SocketType::Pair)?;
+        let mut pair = Socket::open(&self.ctx, SocketType::Pair)?;
         pair.set_option_i32(crate::options::LINGER, 0)?;
         pair.bind(addr)?;
         self.monitor.start(events, Box::new(MonitorSocket(pair)));
@@ -1141,9 +494,7 @@ impl Socket {
                     h.close_quiet()
                 }
                 EndpointHandle::Io(h) => h.socket_closed(),
-                EndpointHandle::InprocBind => {
-                    self.ctx.inner().inproc_unbind(&rec.given, self.shared.id)
-                }
+                EndpointHandle::InprocBind => self.ctx.inproc().unbind(&rec.given, self.shared.id),
                 EndpointHandle::InprocConnect => {}
             }
         }
@@ -1162,11 +513,8 @@ impl Socket {
         self.closed = true;
         // Pipes handed to us from now on (a handshake finishing concurrently) are closed by
         // their sender; those already queued are closed here.
-        self.shared
-            .closed
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        self.shared.drain_dead();
-        self.ctx.inner().socket_closed(self.shared.id);
+        self.shared.close();
+        self.ctx.socket_closed(self.shared.id);
     }
 
     fn process_commands_ignoring_term(&mut self) -> Result<()> {
@@ -1202,34 +550,5 @@ impl EventSink for MonitorSocket {
         self.0
             .send_msg(frame, DONTWAIT | if more { SNDMORE } else { 0 })
             .is_ok()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn frames_turn_large_at_once_and_small_after_a_run() {
-        let mut rx = RxSize::default();
-        for _ in 0..1000 {
-            assert!(!rx.seen(64));
-        }
-        assert!(!rx.large);
-        assert!(rx.seen(LARGE_RX), "the first large frame turns it");
-        assert!(!rx.seen(LARGE_RX) && rx.large, "turned once");
-        // A small header before each large body keeps it large.
-        for _ in 0..200 {
-            assert!(!rx.seen(100));
-            assert!(!rx.seen(1 << 20));
-            assert!(rx.large);
-        }
-        for i in 1..RX_SMALL_RUN {
-            assert!(!rx.seen(LARGE_RX - 1));
-            assert!(rx.large, "still large after {i} small frames");
-        }
-        assert!(!rx.seen(0));
-        assert!(!rx.large, "small after a run of {RX_SMALL_RUN}");
-        assert!(rx.seen(LARGE_RX), "and large again");
     }
 }

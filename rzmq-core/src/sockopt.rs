@@ -192,6 +192,51 @@ bool_options! {
     CurveServer = o::CURVE_SERVER;
 }
 
+bool_options! {
+    /// rzmq: direct sends on idle connections (default on, `RZMQ_DIRECT`; later connects).
+    Direct = o::DIRECT;
+    /// rzmq: direct receives by a blocked receiver (default on, `RZMQ_DIRECT_RX`; later
+    /// connects; needs [`Direct`]).
+    DirectRx = o::DIRECT_RX;
+    /// rzmq: the framed lane for short frames (default on, `RZMQ_FRAMED`; later connects).
+    Framed = o::FRAMED;
+    /// rzmq: one more framed-lane nap when the lane is empty (default on,
+    /// `RZMQ_FRAMED_NAP_EMPTY`; later connects).
+    FramedNapEmpty = o::FRAMED_NAP_EMPTY;
+    /// rzmq: CURVE connections may move to RDMA, where their messages travel unencrypted
+    /// (default off, `RZMQ_RDMA_CURVE_PLAINTEXT`; later connects).
+    RdmaCurvePlaintext = o::RDMA_CURVE_PLAINTEXT;
+}
+
+/// Declares options whose `int` value is microseconds: `name(Duration)`, whole microseconds.
+macro_rules! micros_options {
+    ($($(#[$doc:meta])* $name:ident = $id:path;)*) => {$(
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name(pub Duration);
+
+        impl SocketOption for $name {
+            const ID: i32 = $id;
+            fn to_raw(&self) -> Vec<u8> {
+                i32::try_from(self.0.as_micros()).unwrap_or(i32::MAX).to_ne_bytes().to_vec()
+            }
+            fn from_value(v: OptValue) -> Result<Self> {
+                let us = u64::try_from(int_of(v)?).map_err(|_| Error::Inval)?;
+                Ok($name(Duration::from_micros(us)))
+            }
+        }
+    )*};
+}
+
+micros_options! {
+    /// rzmq: how long a blocking direct receive busy-polls before it sleeps (up to 1 s; zero:
+    /// never; default 30 us, `RZMQ_SPIN_US`; takes effect at the next receive).
+    BusyPoll = o::BUSY_POLL_US;
+    /// rzmq: the I/O thread's wait between writes of a stream on the framed lane (up to 1 ms;
+    /// zero: never; default 20 us, `RZMQ_FRAMED_NAP_US`; later connects).
+    FramedNap = o::FRAMED_NAP_US;
+}
+
 millis_options! {
     /// How long close waits for unsent messages (`None`: until they are sent).
     Linger = o::LINGER;
@@ -393,6 +438,42 @@ mod tests {
         let mut sub = ctx.socket(SocketType::Sub).unwrap();
         sub.set(Subscribe(b"topic".to_vec())).unwrap();
         sub.set(Unsubscribe(b"topic".to_vec())).unwrap();
+    }
+
+    #[test]
+    fn rzmq_options_are_typed_socket_options() {
+        use crate::{Context, Error, SocketType};
+
+        let ctx = Context::new();
+        let mut s = ctx.socket(SocketType::Req).unwrap();
+        s.set(BusyPoll(Duration::from_micros(250))).unwrap();
+        assert_eq!(
+            s.get::<BusyPoll>().unwrap(),
+            BusyPoll(Duration::from_micros(250))
+        );
+        assert_eq!(s.set(BusyPoll(Duration::from_secs(2))), Err(Error::Inval));
+        s.set(FramedNap(Duration::ZERO)).unwrap();
+        assert_eq!(s.get::<FramedNap>().unwrap(), FramedNap(Duration::ZERO));
+        assert_eq!(
+            s.get::<RdmaCurvePlaintext>().unwrap(),
+            RdmaCurvePlaintext(false)
+        );
+        s.set(RdmaCurvePlaintext(true)).unwrap();
+        assert_eq!(
+            s.get::<RdmaCurvePlaintext>().unwrap(),
+            RdmaCurvePlaintext(true)
+        );
+        for flag in [Direct(false), Direct(true)] {
+            s.set(flag).unwrap();
+            assert_eq!(s.get::<Direct>().unwrap(), flag);
+        }
+        s.set(DirectRx(false)).unwrap();
+        s.set(Framed(false)).unwrap();
+        s.set(FramedNapEmpty(false)).unwrap();
+        assert_eq!(s.get::<Framed>().unwrap(), Framed(false));
+        // The integer interface reaches the same values, with libzmq's int rules.
+        assert_eq!(s.get_option(o::DIRECT_RX), Ok(OptValue::Int(0)));
+        assert_eq!(s.set_option_i32(o::FRAMED, 2), Err(Error::Inval));
     }
 
     #[test]

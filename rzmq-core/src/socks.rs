@@ -21,30 +21,30 @@ use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// SOCKS protocol version 5.
-pub const VERSION: u8 = 0x05;
+pub(crate) const VERSION: u8 = 0x05;
 /// Method `00`: no authentication required.
-pub const METHOD_NO_AUTH: u8 = 0x00;
+pub(crate) const METHOD_NO_AUTH: u8 = 0x00;
 /// Method `02`: username/password (RFC 1929).
-pub const METHOD_USER_PASS: u8 = 0x02;
+pub(crate) const METHOD_USER_PASS: u8 = 0x02;
 /// Method `FF`: the server accepts none of the offered methods.
-pub const METHOD_NONE_ACCEPTABLE: u8 = 0xff;
+pub(crate) const METHOD_NONE_ACCEPTABLE: u8 = 0xff;
 /// Version byte of the RFC 1929 sub-negotiation.
-pub const AUTH_VERSION: u8 = 0x01;
+pub(crate) const AUTH_VERSION: u8 = 0x01;
 /// Command `01`: CONNECT.
-pub const CMD_CONNECT: u8 = 0x01;
+pub(crate) const CMD_CONNECT: u8 = 0x01;
 /// Address type `01`: IPv4, 4 bytes.
-pub const ATYP_IPV4: u8 = 0x01;
+pub(crate) const ATYP_IPV4: u8 = 0x01;
 /// Address type `03`: domain name, a length byte and that many bytes.
-pub const ATYP_DOMAIN: u8 = 0x03;
+pub(crate) const ATYP_DOMAIN: u8 = 0x03;
 /// Address type `04`: IPv6, 16 bytes.
-pub const ATYP_IPV6: u8 = 0x04;
+pub(crate) const ATYP_IPV6: u8 = 0x04;
 
 /// The longest message the handshake reads: a reply with a 255-byte domain name.
-pub const MAX_READ: usize = 4 + 1 + 255 + 2;
+pub(crate) const MAX_READ: usize = 4 + 1 + 255 + 2;
 
 /// Why a SOCKS5 handshake failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SocksError {
+pub(crate) enum SocksError {
     /// The endpoint is not `host:port` with a port in 1..=65535.
     BadTarget,
     /// The host name is longer than the 255 bytes a CONNECT request can carry.
@@ -109,7 +109,7 @@ fn reply_text(code: u8) -> &'static str {
 
 /// A host as a SOCKS5 request or reply carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Host {
+pub(crate) enum Host {
     /// ATYP `01`.
     V4(Ipv4Addr),
     /// ATYP `04`.
@@ -120,7 +120,7 @@ pub enum Host {
 
 /// Where the proxy is asked to connect, or where it says it bound.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
+pub(crate) struct Target {
     /// The host.
     pub host: Host,
     /// The port.
@@ -133,7 +133,7 @@ impl Target {
     /// The port follows the last `:` (C `atoi`, 0 refused); `[...]` around the host is removed;
     /// a host that parses as a numeric IPv4 or IPv6 address (an IPv6 `%zone` is dropped, the
     /// proxy cannot use it) is sent as such, anything else as a domain name, unresolved.
-    pub fn parse(address: &str) -> Result<Target, SocksError> {
+    pub(crate) fn parse(address: &str) -> Result<Target, SocksError> {
         let idx = address.rfind(':').ok_or(SocksError::BadTarget)?;
         let b = address.as_bytes();
         let host = if idx >= 2 && b[0] == b'[' && b[idx - 1] == b']' {
@@ -154,7 +154,7 @@ impl Target {
 
 impl Host {
     /// A numeric IPv4 or IPv6 address, else a domain name (at most 255 bytes).
-    pub fn classify(host: &str) -> Result<Host, SocksError> {
+    pub(crate) fn classify(host: &str) -> Result<Host, SocksError> {
         if let Ok(a) = host.parse::<Ipv4Addr>() {
             return Ok(Host::V4(a));
         }
@@ -193,7 +193,7 @@ enum Phase {
 
 /// One SOCKS5 client handshake: CONNECT to a target through a proxy, sans-IO.
 #[derive(Debug, Clone)]
-pub struct Handshake {
+pub(crate) struct Handshake {
     target: Target,
     credentials: Option<(Vec<u8>, Vec<u8>)>,
     phase: Phase,
@@ -205,7 +205,11 @@ pub struct Handshake {
 
 impl Handshake {
     /// A handshake to `target`; a non-empty `username` selects username/password auth.
-    pub fn new(target: Target, username: &[u8], password: &[u8]) -> Result<Handshake, SocksError> {
+    pub(crate) fn new(
+        target: Target,
+        username: &[u8],
+        password: &[u8],
+    ) -> Result<Handshake, SocksError> {
         let credentials = if username.is_empty() {
             None
         } else {
@@ -236,12 +240,12 @@ impl Handshake {
     }
 
     /// Bytes to send to the proxy now (empty while waiting for its answer, and when done).
-    pub fn output(&self) -> &[u8] {
+    pub(crate) fn output(&self) -> &[u8] {
         &self.out[self.written..]
     }
 
     /// Records that the first `n` bytes of [`Self::output`] were sent.
-    pub fn consume_output(&mut self, n: usize) {
+    pub(crate) fn consume_output(&mut self, n: usize) {
         self.written = (self.written + n).min(self.out.len());
         if self.written < self.out.len() {
             return;
@@ -259,7 +263,7 @@ impl Handshake {
 
     /// How many bytes to read now: at most what the current proxy message still lacks, so that
     /// nothing after the CONNECT reply is taken from the stream (0 when not reading).
-    pub fn wanted(&self) -> usize {
+    pub(crate) fn wanted(&self) -> usize {
         let have = self.input.len();
         match self.phase {
             Phase::Choice | Phase::AuthReply => 2 - have,
@@ -280,7 +284,7 @@ impl Handshake {
 
     /// Takes bytes read from the proxy; returns how many were used (never more than
     /// [`Self::wanted`]). Errors end the handshake: the connection should be closed.
-    pub fn feed(&mut self, data: &[u8]) -> Result<usize, SocksError> {
+    pub(crate) fn feed(&mut self, data: &[u8]) -> Result<usize, SocksError> {
         let mut used = 0;
         while used < data.len() {
             let n = self.wanted().min(data.len() - used);
@@ -298,17 +302,12 @@ impl Handshake {
     }
 
     /// Whether the tunnel is up: the stream now carries the target's bytes.
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.phase == Phase::Done
     }
 
-    /// The target the CONNECT request names.
-    pub fn target(&self) -> &Target {
-        &self.target
-    }
-
     /// The address the proxy reported binding for the tunnel (after a successful reply).
-    pub fn bound(&self) -> Option<&Target> {
+    pub(crate) fn bound(&self) -> Option<&Target> {
         self.bound.as_ref()
     }
 

@@ -239,6 +239,7 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
 
+    #[cfg_attr(miri, ignore)] // 10^5 items, 2 threads: minutes in Miri; see testing
     #[test]
     fn order_across_chunks_and_threads() {
         let (mut p, mut c) = queue::<u64>();

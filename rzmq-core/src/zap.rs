@@ -11,17 +11,17 @@
 
 use std::sync::{Arc, Weak};
 
-use crate::context::CtxInner;
+use crate::command::Attach;
 use crate::engine::Closed;
 use crate::monitor::{self, Monitor};
 use crate::msg::{Metadata, Msg};
 use crate::pattern::PipeEntry;
 use crate::pipe::{self, Reader, Target, Writer};
-use crate::socket::{Attach, SocketType};
-use crate::zmtp::{self, ZapRequest, ZmtpError};
+use crate::transport::inproc::Inproc;
+use crate::zmtp::{self, SocketType, ZapRequest, ZmtpError};
 
 /// The inproc name ZAP handlers bind (`inproc://zeromq.zap.01`).
-pub const ZAP_ENDPOINT_NAME: &str = "zeromq.zap.01";
+pub(crate) const ZAP_ENDPOINT_NAME: &str = "zeromq.zap.01";
 
 /// A session's ends of its pipe pair to the ZAP handler.
 pub(crate) struct ZapClient {
@@ -44,8 +44,8 @@ impl ZapClient {
     /// Attaches a pipe pair to the socket bound at `inproc://zeromq.zap.01`; `None` when no
     /// socket is bound there or it cannot be a ZAP handler (libzmq insists on REP or ROUTER).
     /// `target` is told when the reply arrives or the handler goes.
-    fn connect(ctx: &CtxInner, target: Target) -> Option<ZapClient> {
-        let (handler, ty) = ctx.inproc_bound_socket(ZAP_ENDPOINT_NAME)?;
+    fn connect(inproc: &Inproc, target: Target) -> Option<ZapClient> {
+        let (handler, ty) = inproc.bound_socket(ZAP_ENDPOINT_NAME)?;
         if !matches!(ty, SocketType::Rep | SocketType::Router) {
             return None;
         }
@@ -108,7 +108,7 @@ pub(crate) enum Step {
 pub(crate) fn service(
     zap: &mut Option<ZapClient>,
     conn: &mut zmtp::Connection,
-    ctx: &Weak<CtxInner>,
+    inproc: &Weak<Inproc>,
     target: impl FnOnce() -> Target,
     monitor: &Monitor,
     endpoint: &str,
@@ -117,7 +117,9 @@ pub(crate) fn service(
     if let Some(req) = conn.take_zap_request() {
         let client = match zap.take() {
             Some(c) => Some(c),
-            None => ctx.upgrade().and_then(|c| ZapClient::connect(&c, target())),
+            None => inproc
+                .upgrade()
+                .and_then(|i| ZapClient::connect(&i, target())),
         };
         match client {
             Some(mut c) => {
@@ -218,7 +220,7 @@ mod tests {
         assert_eq!(ev(Closed::Eof, true), None);
         assert_eq!(
             ev(
-                Closed::Protocol(ZmtpError::ZapReply(zmtp::ZapError::BadVersion)),
+                Closed::Protocol(ZmtpError::ZapReply(zmtp::zap::ZapError::BadVersion)),
                 false
             ),
             Some((monitor::EVENT_HANDSHAKE_FAILED_PROTOCOL, 0x2000_0003))

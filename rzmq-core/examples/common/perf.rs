@@ -4,7 +4,7 @@
 use std::process::exit;
 
 /// Parses `args[i]` as a number, printing the usage line on failure.
-pub fn num(args: &[String], i: usize, usage: &str) -> usize {
+pub(crate) fn num(args: &[String], i: usize, usage: &str) -> usize {
     match args.get(i).and_then(|a| a.parse::<usize>().ok()) {
         Some(v) => v,
         None => {
@@ -15,7 +15,7 @@ pub fn num(args: &[String], i: usize, usage: &str) -> usize {
 }
 
 /// The string argument `args[i]`, printing the usage line when absent.
-pub fn arg<'a>(args: &'a [String], i: usize, usage: &str) -> &'a str {
+pub(crate) fn arg<'a>(args: &'a [String], i: usize, usage: &str) -> &'a str {
     match args.get(i) {
         Some(v) => v,
         None => {
@@ -26,7 +26,7 @@ pub fn arg<'a>(args: &'a [String], i: usize, usage: &str) -> &'a str {
 }
 
 /// Exits with libzmq's perf-tool style message on an error.
-pub fn check<T>(r: rzmq_core::Result<T>, what: &str) -> T {
+pub(crate) fn check<T>(r: rzmq_core::Result<T>, what: &str) -> T {
     match r {
         Ok(v) => v,
         Err(e) => {

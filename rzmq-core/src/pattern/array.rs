@@ -16,6 +16,7 @@ pub(crate) struct PipeArray {
 impl PipeArray {
     /// Number of pipes.
     #[inline]
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.items.len()
     }

@@ -11,7 +11,7 @@ use crate::msg::Msg;
 
 /// The DEALER pattern (also the transport under REQ).
 #[derive(Default)]
-pub struct Dealer {
+pub(crate) struct Dealer {
     pub(crate) lb: Lb,
     pub(crate) fq: Fq,
     probe_router: bool,
@@ -19,7 +19,7 @@ pub struct Dealer {
 
 impl Dealer {
     /// A DEALER with no peers.
-    pub fn new() -> Dealer {
+    pub(crate) fn new() -> Dealer {
         Dealer::default()
     }
 

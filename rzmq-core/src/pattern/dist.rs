@@ -14,7 +14,7 @@ use crate::pipe::WriteError;
 
 /// Fan-out to matching pipes with per-pipe drop on HWM.
 #[derive(Default)]
-pub struct Dist {
+pub(crate) struct Dist {
     pipes: PipeArray,
     matching: usize,
     active: usize,
@@ -24,12 +24,12 @@ pub struct Dist {
 
 impl Dist {
     /// An empty distributor.
-    pub fn new() -> Dist {
+    pub(crate) fn new() -> Dist {
         Dist::default()
     }
 
     /// Adds a pipe: active, or eligible only when a multipart message is being sent.
-    pub fn attach(&mut self, id: PipeId) {
+    pub(crate) fn attach(&mut self, id: PipeId) {
         if self.pipes.index(id).is_some() {
             self.activated(id);
             return;
@@ -46,12 +46,12 @@ impl Dist {
     }
 
     /// True when the pipe is attached.
-    pub fn has_pipe(&self, id: PipeId) -> bool {
+    pub(crate) fn has_pipe(&self, id: PipeId) -> bool {
         self.pipes.index(id).is_some()
     }
 
     /// Marks an eligible pipe as matching the current message.
-    pub fn match_pipe(&mut self, id: PipeId) {
+    pub(crate) fn match_pipe(&mut self, id: PipeId) {
         let Some(i) = self.pipes.index(id) else {
             return;
         };
@@ -63,7 +63,7 @@ impl Dist {
     }
 
     /// Makes the eligible pipes that do not match the matching ones, and vice versa.
-    pub fn reverse_match(&mut self) {
+    pub(crate) fn reverse_match(&mut self) {
         let prev = self.matching;
         self.matching = 0;
         for i in prev..self.eligible {
@@ -73,12 +73,12 @@ impl Dist {
     }
 
     /// Marks all pipes as not matching.
-    pub fn unmatch(&mut self) {
+    pub(crate) fn unmatch(&mut self) {
         self.matching = 0;
     }
 
     /// Forgets a pipe.
-    pub fn terminated(&mut self, id: PipeId) {
+    pub(crate) fn terminated(&mut self, id: PipeId) {
         let Some(mut i) = self.pipes.index(id) else {
             return;
         };
@@ -100,7 +100,7 @@ impl Dist {
     }
 
     /// The pipe has room again (idempotent).
-    pub fn activated(&mut self, id: PipeId) {
+    pub(crate) fn activated(&mut self, id: PipeId) {
         let Some(mut i) = self.pipes.index(id) else {
             return;
         };
@@ -116,13 +116,13 @@ impl Dist {
     }
 
     /// Sends a frame to every active pipe.
-    pub fn send_to_all(&mut self, msg: Msg, table: &mut PipeTable) {
+    pub(crate) fn send_to_all(&mut self, msg: Msg, table: &mut PipeTable) {
         self.matching = self.active;
         self.send_to_matching(msg, table);
     }
 
     /// Sends a frame to the matching pipes; pipes without room drop it and are deactivated.
-    pub fn send_to_matching(&mut self, msg: Msg, table: &mut PipeTable) {
+    pub(crate) fn send_to_matching(&mut self, msg: Msg, table: &mut PipeTable) {
         let more = msg.more();
         self.distribute(msg, table);
         if !more {
@@ -171,7 +171,7 @@ impl Dist {
     }
 
     /// False when a matching pipe is at its HWM (`ZMQ_XPUB_NODROP`); registers for activation.
-    pub fn check_hwm(&mut self, table: &mut PipeTable) -> bool {
+    pub(crate) fn check_hwm(&mut self, table: &mut PipeTable) -> bool {
         for i in 0..self.matching {
             let id = self.pipes.get(i);
             if let Some(w) = table.writer(id) {
@@ -181,20 +181,5 @@ impl Dist {
             }
         }
         true
-    }
-
-    /// True while a multipart message is partly sent.
-    pub fn in_multipart(&self) -> bool {
-        self.more
-    }
-
-    /// Number of attached pipes.
-    pub fn len(&self) -> usize {
-        self.pipes.len()
-    }
-
-    /// True when no pipe is attached.
-    pub fn is_empty(&self) -> bool {
-        self.pipes.len() == 0
     }
 }

@@ -12,7 +12,7 @@ use crate::msg::Msg;
 
 /// The fair-queueing half of PULL, DEALER, ROUTER, REQ, REP, SUB, XSUB and STREAM.
 #[derive(Default)]
-pub struct Fq {
+pub(crate) struct Fq {
     pipes: PipeArray,
     active: usize,
     current: usize,
@@ -21,12 +21,12 @@ pub struct Fq {
 
 impl Fq {
     /// An empty fair queue.
-    pub fn new() -> Fq {
+    pub(crate) fn new() -> Fq {
         Fq::default()
     }
 
     /// Adds a pipe, active.
-    pub fn attach(&mut self, id: PipeId) {
+    pub(crate) fn attach(&mut self, id: PipeId) {
         if self.pipes.index(id).is_some() {
             self.activated(id);
             return;
@@ -37,7 +37,7 @@ impl Fq {
     }
 
     /// Forgets a pipe.
-    pub fn terminated(&mut self, id: PipeId) {
+    pub(crate) fn terminated(&mut self, id: PipeId) {
         let Some(index) = self.pipes.index(id) else {
             return;
         };
@@ -56,7 +56,7 @@ impl Fq {
     }
 
     /// Messages may be readable on the pipe again (idempotent).
-    pub fn activated(&mut self, id: PipeId) {
+    pub(crate) fn activated(&mut self, id: PipeId) {
         let Some(index) = self.pipes.index(id) else {
             return;
         };
@@ -68,7 +68,7 @@ impl Fq {
 
     /// Reads the next frame and the pipe it came from, or `Again`.
     #[inline]
-    pub fn recv(&mut self, table: &mut PipeTable) -> Result<(Msg, PipeId)> {
+    pub(crate) fn recv(&mut self, table: &mut PipeTable) -> Result<(Msg, PipeId)> {
         while self.active > 0 {
             let id = self.pipes.get(self.current);
             if let Some(m) = table.reader(id).and_then(|r| r.read()) {
@@ -94,7 +94,7 @@ impl Fq {
     }
 
     /// Whether a frame can be read now; deactivates (and registers) pipes found empty.
-    pub fn has_in(&mut self, table: &mut PipeTable) -> bool {
+    pub(crate) fn has_in(&mut self, table: &mut PipeTable) -> bool {
         if self.more {
             return true;
         }
@@ -110,20 +110,5 @@ impl Fq {
             }
         }
         false
-    }
-
-    /// True while a multipart message is partly read.
-    pub fn in_multipart(&self) -> bool {
-        self.more
-    }
-
-    /// Number of attached pipes.
-    pub fn len(&self) -> usize {
-        self.pipes.len()
-    }
-
-    /// True when no pipe is attached.
-    pub fn is_empty(&self) -> bool {
-        self.pipes.len() == 0
     }
 }

@@ -13,7 +13,7 @@ use crate::msg::Msg;
 
 /// The load-balancing half of PUSH, DEALER and REQ.
 #[derive(Default)]
-pub struct Lb {
+pub(crate) struct Lb {
     pipes: PipeArray,
     active: usize,
     current: usize,
@@ -22,19 +22,14 @@ pub struct Lb {
 }
 
 impl Lb {
-    /// An empty load balancer.
-    pub fn new() -> Lb {
-        Lb::default()
-    }
-
     /// Adds a pipe, active.
-    pub fn attach(&mut self, id: PipeId) {
+    pub(crate) fn attach(&mut self, id: PipeId) {
         self.pipes.push(id);
         self.activated(id);
     }
 
     /// Forgets a pipe; a multipart message half-sent to it is dropped.
-    pub fn terminated(&mut self, id: PipeId) {
+    pub(crate) fn terminated(&mut self, id: PipeId) {
         let Some(index) = self.pipes.index(id) else {
             return;
         };
@@ -52,7 +47,7 @@ impl Lb {
     }
 
     /// The pipe has room again (idempotent).
-    pub fn activated(&mut self, id: PipeId) {
+    pub(crate) fn activated(&mut self, id: PipeId) {
         let Some(index) = self.pipes.index(id) else {
             return;
         };
@@ -64,7 +59,7 @@ impl Lb {
 
     /// Sends one frame; returns the pipe it went to (`None` when dropped, as the rest of a message
     /// whose pipe went away). `Again` hands the frame back when no pipe has room.
-    pub fn send(
+    pub(crate) fn send(
         &mut self,
         msg: Msg,
         table: &mut PipeTable,
@@ -113,7 +108,7 @@ impl Lb {
     }
 
     /// Whether a frame could be sent now; deactivates pipes found full.
-    pub fn has_out(&mut self, table: &mut PipeTable) -> bool {
+    pub(crate) fn has_out(&mut self, table: &mut PipeTable) -> bool {
         if self.more {
             return true;
         }
@@ -129,15 +124,5 @@ impl Lb {
             }
         }
         false
-    }
-
-    /// Number of attached pipes.
-    pub fn len(&self) -> usize {
-        self.pipes.len()
-    }
-
-    /// True when no pipe is attached.
-    pub fn is_empty(&self) -> bool {
-        self.pipes.len() == 0
     }
 }

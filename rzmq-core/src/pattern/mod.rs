@@ -35,20 +35,20 @@ use crate::msg::{Metadata, Msg};
 use crate::pipe::{Reader, Writer};
 
 mod array;
-pub mod dealer;
-pub mod dist;
-pub mod fq;
-pub mod lb;
-pub mod pair;
-pub mod pubsub;
-pub mod pull;
-pub mod push;
-pub mod rep;
-pub mod req;
-pub mod router;
-pub mod stream;
-pub mod sub;
-pub mod trie;
+pub(crate) mod dealer;
+pub(crate) mod dist;
+pub(crate) mod fq;
+pub(crate) mod lb;
+pub(crate) mod pair;
+pub(crate) mod pubsub;
+pub(crate) mod pull;
+pub(crate) mod push;
+pub(crate) mod rep;
+pub(crate) mod req;
+pub(crate) mod router;
+pub(crate) mod stream;
+pub(crate) mod sub;
+pub(crate) mod trie;
 
 #[cfg(test)]
 mod proptests;
@@ -56,71 +56,71 @@ mod proptests;
 mod testutil;
 
 /// libzmq socket-type numbers (`ZMQ_PAIR` ...).
-pub mod socket_type {
+pub(crate) mod socket_type {
     /// `ZMQ_PAIR`.
-    pub const PAIR: i32 = 0;
+    pub(crate) const PAIR: i32 = 0;
     /// `ZMQ_PUB`.
-    pub const PUB: i32 = 1;
+    pub(crate) const PUB: i32 = 1;
     /// `ZMQ_SUB`.
-    pub const SUB: i32 = 2;
+    pub(crate) const SUB: i32 = 2;
     /// `ZMQ_REQ`.
-    pub const REQ: i32 = 3;
+    pub(crate) const REQ: i32 = 3;
     /// `ZMQ_REP`.
-    pub const REP: i32 = 4;
+    pub(crate) const REP: i32 = 4;
     /// `ZMQ_DEALER`.
-    pub const DEALER: i32 = 5;
+    pub(crate) const DEALER: i32 = 5;
     /// `ZMQ_ROUTER`.
-    pub const ROUTER: i32 = 6;
+    pub(crate) const ROUTER: i32 = 6;
     /// `ZMQ_PULL`.
-    pub const PULL: i32 = 7;
+    pub(crate) const PULL: i32 = 7;
     /// `ZMQ_PUSH`.
-    pub const PUSH: i32 = 8;
+    pub(crate) const PUSH: i32 = 8;
     /// `ZMQ_XPUB`.
-    pub const XPUB: i32 = 9;
+    pub(crate) const XPUB: i32 = 9;
     /// `ZMQ_XSUB`.
-    pub const XSUB: i32 = 10;
+    pub(crate) const XSUB: i32 = 10;
     /// `ZMQ_STREAM`.
-    pub const STREAM: i32 = 11;
+    pub(crate) const STREAM: i32 = 11;
 }
 
 /// The libzmq option numbers patterns consume.
-pub mod opt {
+pub(crate) mod opt {
     /// `ZMQ_SUBSCRIBE`: topic bytes.
-    pub const SUBSCRIBE: i32 = 6;
+    pub(crate) const SUBSCRIBE: i32 = 6;
     /// `ZMQ_UNSUBSCRIBE`: topic bytes.
-    pub const UNSUBSCRIBE: i32 = 7;
+    pub(crate) const UNSUBSCRIBE: i32 = 7;
     /// `ZMQ_ROUTER_MANDATORY`: int (bool).
-    pub const ROUTER_MANDATORY: i32 = 33;
+    pub(crate) const ROUTER_MANDATORY: i32 = 33;
     /// `ZMQ_XPUB_VERBOSE`: int (bool).
-    pub const XPUB_VERBOSE: i32 = 40;
+    pub(crate) const XPUB_VERBOSE: i32 = 40;
     /// `ZMQ_ROUTER_RAW`: int (bool).
-    pub const ROUTER_RAW: i32 = 41;
+    pub(crate) const ROUTER_RAW: i32 = 41;
     /// `ZMQ_PROBE_ROUTER`: int (bool).
-    pub const PROBE_ROUTER: i32 = 51;
+    pub(crate) const PROBE_ROUTER: i32 = 51;
     /// `ZMQ_REQ_CORRELATE`: int (bool).
-    pub const REQ_CORRELATE: i32 = 52;
+    pub(crate) const REQ_CORRELATE: i32 = 52;
     /// `ZMQ_REQ_RELAXED`: int (bool).
-    pub const REQ_RELAXED: i32 = 53;
+    pub(crate) const REQ_RELAXED: i32 = 53;
     /// `ZMQ_ROUTER_HANDOVER`: int (bool).
-    pub const ROUTER_HANDOVER: i32 = 56;
+    pub(crate) const ROUTER_HANDOVER: i32 = 56;
     /// `ZMQ_XPUB_NODROP`: int (bool).
-    pub const XPUB_NODROP: i32 = 69;
+    pub(crate) const XPUB_NODROP: i32 = 69;
     /// `ZMQ_XPUB_MANUAL`: int (bool).
-    pub const XPUB_MANUAL: i32 = 71;
+    pub(crate) const XPUB_MANUAL: i32 = 71;
     /// `ZMQ_XPUB_WELCOME_MSG`: bytes (empty: none).
-    pub const XPUB_WELCOME_MSG: i32 = 72;
+    pub(crate) const XPUB_WELCOME_MSG: i32 = 72;
     /// `ZMQ_STREAM_NOTIFY`: int (bool), default on.
-    pub const STREAM_NOTIFY: i32 = 73;
+    pub(crate) const STREAM_NOTIFY: i32 = 73;
     /// `ZMQ_INVERT_MATCHING`: int (bool).
-    pub const INVERT_MATCHING: i32 = 74;
+    pub(crate) const INVERT_MATCHING: i32 = 74;
     /// `ZMQ_XPUB_VERBOSER`: int (bool).
-    pub const XPUB_VERBOSER: i32 = 78;
+    pub(crate) const XPUB_VERBOSER: i32 = 78;
     /// `ZMQ_XPUB_MANUAL_LAST_VALUE` (draft): int (bool).
-    pub const XPUB_MANUAL_LAST_VALUE: i32 = 98;
+    pub(crate) const XPUB_MANUAL_LAST_VALUE: i32 = 98;
     /// `ZMQ_ONLY_FIRST_SUBSCRIBE` (draft): int (bool).
-    pub const ONLY_FIRST_SUBSCRIBE: i32 = 108;
+    pub(crate) const ONLY_FIRST_SUBSCRIBE: i32 = 108;
     /// `ZMQ_XSUB_VERBOSE_UNSUBSCRIBE` (draft): int (bool).
-    pub const XSUB_VERBOSE_UNSUBSCRIBE: i32 = 115;
+    pub(crate) const XSUB_VERBOSE_UNSUBSCRIBE: i32 = 115;
 }
 
 /// Reads a boolean socket option (a 4-byte native-endian int, non-zero is true).
@@ -148,7 +148,7 @@ pub(crate) fn random_u32() -> u32 {
 
 /// A hasher for [`PipeId`]s: ids are small sequential integers, so one multiplication spreads them.
 #[derive(Default, Clone, Copy)]
-pub struct IdHasher(u64);
+pub(crate) struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     #[inline]
@@ -168,11 +168,11 @@ impl Hasher for IdHasher {
 }
 
 /// A map keyed by [`PipeId`] with the cheap [`IdHasher`].
-pub type IdMap<V> = HashMap<PipeId, V, BuildHasherDefault<IdHasher>>;
+pub(crate) type IdMap<V> = HashMap<PipeId, V, BuildHasherDefault<IdHasher>>;
 
 /// Builds the pattern for a libzmq socket-type number; panics on a number that is not one of
 /// PAIR..STREAM (0..=11): the socket layer validates the type first (see [`try_new_pattern`]).
-pub fn new_pattern(socket_type: i32) -> Box<dyn Pattern> {
+pub(crate) fn new_pattern(socket_type: i32) -> Box<dyn Pattern> {
     match try_new_pattern(socket_type) {
         Ok(p) => p,
         Err(_) => panic!("rzmq: no pattern for socket type {socket_type}"),
@@ -180,7 +180,7 @@ pub fn new_pattern(socket_type: i32) -> Box<dyn Pattern> {
 }
 
 /// Builds the pattern for a libzmq socket-type number, or `Error::Inval` for an unknown one.
-pub fn try_new_pattern(socket_type: i32) -> Result<Box<dyn Pattern>> {
+pub(crate) fn try_new_pattern(socket_type: i32) -> Result<Box<dyn Pattern>> {
     use self::socket_type as t;
     Ok(match socket_type {
         t::PAIR => Box::new(pair::Pair::new()),
@@ -238,7 +238,7 @@ impl PipeEntry {
 }
 
 /// A pipe's HWM from ours and, for inproc, the peer's (0 on either side: unbounded).
-pub fn combined_hwm(ours: i32, peer: Option<i32>) -> u64 {
+pub(crate) fn combined_hwm(ours: i32, peer: Option<i32>) -> u64 {
     match peer {
         None => ours.max(0) as u64,
         Some(p) if ours <= 0 || p <= 0 => 0,

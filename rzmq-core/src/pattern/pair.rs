@@ -10,13 +10,13 @@ use crate::msg::Msg;
 
 /// The PAIR pattern.
 #[derive(Default)]
-pub struct Pair {
+pub(crate) struct Pair {
     pipe: Option<PipeId>,
 }
 
 impl Pair {
     /// A PAIR with no peer.
-    pub fn new() -> Pair {
+    pub(crate) fn new() -> Pair {
         Pair::default()
     }
 }

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::msg::Msg;
 
 /// The REP pattern.
-pub struct Rep {
+pub(crate) struct Rep {
     router: Router,
     sending_reply: bool,
     request_begins: bool,
@@ -27,7 +27,7 @@ impl Default for Rep {
 
 impl Rep {
     /// A REP with no peers.
-    pub fn new() -> Rep {
+    pub(crate) fn new() -> Rep {
         Rep {
             router: Router::new(),
             sending_reply: false,

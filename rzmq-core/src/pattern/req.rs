@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::msg::Msg;
 
 /// The REQ pattern.
-pub struct Req {
+pub(crate) struct Req {
     dealer: Dealer,
     receiving_reply: bool,
     message_begins: bool,
@@ -33,7 +33,7 @@ impl Default for Req {
 
 impl Req {
     /// A REQ with no peers.
-    pub fn new() -> Req {
+    pub(crate) fn new() -> Req {
         Req {
             dealer: Dealer::new(),
             receiving_reply: false,

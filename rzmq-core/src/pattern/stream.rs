@@ -32,7 +32,7 @@ struct Conn {
 }
 
 /// The STREAM pattern.
-pub struct Stream {
+pub(crate) struct Stream {
     fq: Fq,
     ids: RoutingIds,
     conns: IdMap<Conn>,
@@ -53,7 +53,7 @@ impl Default for Stream {
 
 impl Stream {
     /// A STREAM with no peers.
-    pub fn new() -> Stream {
+    pub(crate) fn new() -> Stream {
         Stream {
             fq: Fq::new(),
             ids: RoutingIds::new(),

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::msg::Msg;
 
 /// The SUB and XSUB patterns.
-pub struct XSub {
+pub(crate) struct XSub {
     is_sub: bool,
     fq: Fq,
     dist: Dist,
@@ -61,17 +61,18 @@ impl XSub {
     }
 
     /// A SUB socket's pattern.
-    pub fn new_sub() -> XSub {
+    pub(crate) fn new_sub() -> XSub {
         XSub::new(true)
     }
 
     /// An XSUB socket's pattern.
-    pub fn new_xsub() -> XSub {
+    pub(crate) fn new_xsub() -> XSub {
         XSub::new(false)
     }
 
     /// Number of distinct subscribed topics (`ZMQ_TOPICS_COUNT`).
-    pub fn topics_count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn topics_count(&self) -> usize {
         self.subscriptions.num_prefixes()
     }
 

@@ -57,7 +57,7 @@ pub(crate) struct Peer {
 
 impl Peer {
     /// Writes one message (frames with MORE except the last), ignoring the HWM.
-    pub fn send(&mut self, parts: &[&[u8]]) {
+    pub(super) fn send(&mut self, parts: &[&[u8]]) {
         for (i, p) in parts.iter().enumerate() {
             let mut m = Msg::copy_from(p);
             m.set_more(i + 1 < parts.len());
@@ -66,7 +66,7 @@ impl Peer {
     }
 
     /// Reads one whole message the pattern sent.
-    pub fn recv(&mut self) -> Option<Vec<Vec<u8>>> {
+    pub(super) fn recv(&mut self) -> Option<Vec<Vec<u8>>> {
         let mut out = Vec::new();
         loop {
             let m = self.r.read()?;
@@ -78,12 +78,12 @@ impl Peer {
     }
 
     /// Reads every whole message queued.
-    pub fn recv_all(&mut self) -> Vec<Vec<Vec<u8>>> {
+    pub(super) fn recv_all(&mut self) -> Vec<Vec<Vec<u8>>> {
         std::iter::from_fn(|| self.recv()).collect()
     }
 
     /// Publishes handshake properties (as the engine does), with an optional "Identity".
-    pub fn handshake(&self, identity: Option<&[u8]>) -> Arc<Metadata> {
+    pub(super) fn handshake(&self, identity: Option<&[u8]>) -> Arc<Metadata> {
         let mut md = Metadata::new();
         md.insert("Socket-Type", b"DEALER");
         if let Some(id) = identity {

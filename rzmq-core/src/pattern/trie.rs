@@ -204,13 +204,14 @@ impl<V: Slot> Tree<V> {
         }
     }
 
+    #[cfg(test)]
     fn live_nodes(&self) -> usize {
         self.nodes.len() - self.free.len()
     }
 }
 
 /// Subscriptions with reference counts: SUB/XSUB's record of what it subscribed to.
-pub struct Trie {
+pub(crate) struct Trie {
     tree: Tree<u32>,
     prefixes: usize,
 }
@@ -223,7 +224,7 @@ impl Default for Trie {
 
 impl Trie {
     /// An empty trie.
-    pub fn new() -> Trie {
+    pub(crate) fn new() -> Trie {
         Trie {
             tree: Tree::new(),
             prefixes: 0,
@@ -231,7 +232,7 @@ impl Trie {
     }
 
     /// Adds one reference to `topic`; true when the topic is new.
-    pub fn add(&mut self, topic: &[u8]) -> bool {
+    pub(crate) fn add(&mut self, topic: &[u8]) -> bool {
         let n = self.tree.find_or_insert(topic);
         let v = &mut self.tree.nodes[n as usize].value;
         *v += 1;
@@ -244,7 +245,7 @@ impl Trie {
     }
 
     /// Drops one reference to `topic`; true when that was the last one (false when absent).
-    pub fn rm(&mut self, topic: &[u8]) -> bool {
+    pub(crate) fn rm(&mut self, topic: &[u8]) -> bool {
         let Some(n) = self.tree.find(topic) else {
             return false;
         };
@@ -263,7 +264,7 @@ impl Trie {
 
     /// True when some subscribed topic is a prefix of `data` (the empty topic matches all).
     #[inline]
-    pub fn check(&self, data: &[u8]) -> bool {
+    pub(crate) fn check(&self, data: &[u8]) -> bool {
         let mut found = false;
         self.tree.walk(data, |_| {
             found = true;
@@ -273,7 +274,7 @@ impl Trie {
     }
 
     /// Calls `f` once per subscribed topic, in byte order.
-    pub fn apply(&mut self, mut f: impl FnMut(&[u8])) {
+    pub(crate) fn apply(&mut self, mut f: impl FnMut(&[u8])) {
         self.tree.for_each(|key, _, v| {
             if *v > 0 {
                 f(key)
@@ -282,19 +283,21 @@ impl Trie {
     }
 
     /// Number of distinct subscribed topics (`ZMQ_TOPICS_COUNT`).
-    pub fn num_prefixes(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn num_prefixes(&self) -> usize {
         self.prefixes
     }
 
     /// Nodes in use, the root included (for tests: an emptied trie is back to 1).
-    pub fn node_count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn node_count(&self) -> usize {
         self.tree.live_nodes()
     }
 }
 
 /// Outcome of [`MTrie::rm`], as libzmq's `rm_result`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RmResult {
+pub(crate) enum RmResult {
     /// The pipe was not subscribed to the topic.
     NotFound,
     /// The pipe was the topic's last subscriber.
@@ -304,7 +307,7 @@ pub enum RmResult {
 }
 
 /// Topics mapped to the pipes subscribed to them: PUB/XPUB's subscription table.
-pub struct MTrie {
+pub(crate) struct MTrie {
     tree: Tree<Vec<PipeId>>,
     prefixes: usize,
 }
@@ -317,7 +320,7 @@ impl Default for MTrie {
 
 impl MTrie {
     /// An empty multi-trie.
-    pub fn new() -> MTrie {
+    pub(crate) fn new() -> MTrie {
         MTrie {
             tree: Tree::new(),
             prefixes: 0,
@@ -326,7 +329,7 @@ impl MTrie {
 
     /// Subscribes `pipe` to `topic` (a set: twice is once); true when nobody had subscribed to
     /// the topic before.
-    pub fn add(&mut self, topic: &[u8], pipe: PipeId) -> bool {
+    pub(crate) fn add(&mut self, topic: &[u8], pipe: PipeId) -> bool {
         let n = self.tree.find_or_insert(topic);
         let set = &mut self.tree.nodes[n as usize].value;
         let first = set.is_empty();
@@ -340,7 +343,7 @@ impl MTrie {
     }
 
     /// Unsubscribes `pipe` from `topic`.
-    pub fn rm(&mut self, topic: &[u8], pipe: PipeId) -> RmResult {
+    pub(crate) fn rm(&mut self, topic: &[u8], pipe: PipeId) -> RmResult {
         let Some(n) = self.tree.find(topic) else {
             return RmResult::NotFound;
         };
@@ -369,7 +372,7 @@ impl MTrie {
 
     /// Removes every subscription of `pipe`, calling `f` with each topic it held, or (when
     /// `only_last` is set) only with the topics nobody subscribes to any more.
-    pub fn rm_pipe(&mut self, pipe: PipeId, only_last: bool, mut f: impl FnMut(&[u8])) {
+    pub(crate) fn rm_pipe(&mut self, pipe: PipeId, only_last: bool, mut f: impl FnMut(&[u8])) {
         let mut emptied = Vec::new();
         self.tree.for_each(|key, n, set| {
             if let Ok(pos) = set.binary_search(&pipe) {
@@ -391,7 +394,7 @@ impl MTrie {
     /// Calls `f` for every pipe subscribed to a prefix of `data` (once per matching topic: a pipe
     /// subscribed to two matching topics is named twice).
     #[inline]
-    pub fn match_pipes(&self, data: &[u8], mut f: impl FnMut(PipeId)) {
+    pub(crate) fn match_pipes(&self, data: &[u8], mut f: impl FnMut(PipeId)) {
         self.tree.walk(data, |set| {
             for &p in set {
                 f(p)
@@ -401,12 +404,13 @@ impl MTrie {
     }
 
     /// Number of distinct subscribed topics (`ZMQ_TOPICS_COUNT`).
-    pub fn num_prefixes(&self) -> usize {
+    pub(crate) fn num_prefixes(&self) -> usize {
         self.prefixes
     }
 
     /// Nodes in use, the root included (for tests: an emptied trie is back to 1).
-    pub fn node_count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn node_count(&self) -> usize {
         self.tree.live_nodes()
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! States: greeting (ours is queued at creation, the peer's is checked as it arrives), handshake
 //! (NULL: `READY` exchange; PLAIN: `HELLO`/`WELCOME`/`INITIATE`/`READY`; CURVE: the same four
-//! commands, boxed, in `curve.rs`; NULL and the PLAIN and CURVE servers may wait for a ZAP reply),
+//! commands, boxed, in `curve/`; NULL and the PLAIN and CURVE servers may wait for a ZAP reply),
 //! ready (message frames both ways, `PING`/`PONG`, subscriptions), rejected (ZAP said no: input is
 //! discarded until the peer leaves or the handshake times out, as libzmq), failed (every
 //! call returns the same [`ZmtpError`]).
@@ -11,22 +11,28 @@ use std::io::{self, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::codec::{Decoder, OutQueue, FLAG_COMMAND, FLAG_MORE};
 use super::command;
-use super::curve::{self, CurveError, CurveKeys};
-use super::error::ZmtpError;
+use super::curve::{self, CurveKeys};
+use super::error::{CurveError, ZmtpError};
+use super::frame::{self, FLAG_COMMAND, FLAG_MORE};
 use super::greeting::{self, Mechanism, PeerGreeting, GREETING_LEN};
 use super::handshake::{self, Peer};
 use super::plain::{self, Credentials};
+use super::record;
 use super::socket_type::SocketType;
 use super::zap::{self, ZapRequest};
 use crate::msg::{MetaRefs, Metadata, Msg};
 
+/// The frame decoder as connections use it: CURVE is the one record cipher.
+pub(crate) type Decoder = record::Decoder<curve::Opener>;
+/// The send queue as connections use it (see [`Decoder`]).
+pub(crate) type OutQueue = record::OutQueue<curve::Sealer>;
+
 /// libzmq's default `ZMQ_HANDSHAKE_IVL`.
-pub const DEFAULT_HANDSHAKE_IVL: Duration = Duration::from_secs(30);
+pub(super) const DEFAULT_HANDSHAKE_IVL: Duration = Duration::from_secs(30);
 
 /// The reason sent in the `ERROR` command when the peer's socket type is incompatible.
-pub const INCOMPATIBLE_SOCKET_TYPE_REASON: &str = "Invalid socket type";
+pub(super) const INCOMPATIBLE_SOCKET_TYPE_REASON: &str = "Invalid socket type";
 
 /// What a connection needs from the socket's options.
 #[derive(Clone, Debug)]
@@ -35,7 +41,7 @@ pub struct Config {
     pub socket_type: SocketType,
     /// Our routing id (`ZMQ_ROUTING_ID`), sent as `Identity` by REQ, DEALER and ROUTER.
     pub routing_id: Vec<u8>,
-    /// The security mechanism: [`Mechanism::Null`], [`Mechanism::Plain`] or [`Mechanism::Curve`].
+    /// The security mechanism: `Mechanism::Null`, `Mechanism::Plain` or `Mechanism::Curve`.
     pub mechanism: Mechanism,
     /// `ZMQ_PLAIN_SERVER`/`ZMQ_CURVE_SERVER` role (libzmq sends the greeting's as-server byte as 0
     /// regardless, and so do we).
@@ -64,7 +70,7 @@ pub struct Config {
     /// Properties of the connection itself added to the peer metadata (libzmq's private
     /// `__fd`, the source fd that `zmq_msg_get(ZMQ_SRCFD)` reports).
     pub local_properties: Vec<(String, Vec<u8>)>,
-    /// CURVE keys (`ZMQ_CURVE_*KEY`), used when `mechanism` is [`Mechanism::Curve`].
+    /// CURVE keys (`ZMQ_CURVE_*KEY`), used when `mechanism` is `Mechanism::Curve`.
     pub curve: CurveKeys,
 }
 
@@ -101,17 +107,17 @@ pub enum Event {
     /// form XPUB users see: first byte `0x01` (subscribe) or `0x00` (cancel), then the topic,
     /// whether the peer sent a `SUBSCRIBE`/`CANCEL` command (ZMTP 3.1) or such a message.
     Message(Msg),
-    /// A command whose name starts with [`EXTENSION_PREFIX`] (rzmq's own, sent only to peers
+    /// A command whose name starts with `EXTENSION_PREFIX` (rzmq's own, sent only to peers
     /// that advertised support): the raw command body, name included. Other unknown commands are
     /// ignored, as libzmq does.
     Command(Msg),
 }
 
 /// Command names with this prefix surface as [`Event::Command`] instead of being ignored.
-pub const EXTENSION_PREFIX: &[u8] = b"RZMQ-";
+pub(super) const EXTENSION_PREFIX: &[u8] = b"RZMQ-";
 
 /// Splits a command body into its name and data (`None` when malformed).
-pub fn parse_command(body: &[u8]) -> Option<(&[u8], &[u8])> {
+pub(crate) fn parse_command(body: &[u8]) -> Option<(&[u8], &[u8])> {
     command::parse(body)
 }
 
@@ -729,18 +735,11 @@ impl Connection {
 
     /// Queues a message frame (MORE and COMMAND flags taken from `msg`). Only after
     /// [`Event::Ready`]; before that `msg` is dropped and `NotReady` returned. Bodies over
-    /// [`super::codec::LARGE_BODY`] bytes are not copied: `msg` is kept until written.
+    /// [`super::frame::LARGE_BODY`] bytes are not copied: `msg` is kept until written.
     #[inline]
     pub fn send(&mut self, msg: Msg) -> Result<(), ZmtpError> {
         self.check_ready()?;
-        let mut flags = 0;
-        if msg.more() {
-            flags |= FLAG_MORE;
-        }
-        if msg.is_command() {
-            flags |= FLAG_COMMAND;
-        }
-        self.out.push_msg(flags, msg);
+        self.out.push_msg(frame::wire_flags(msg.flags()), msg);
         Ok(())
     }
 
@@ -806,7 +805,7 @@ impl Connection {
     }
 
     /// Whether large bodies go out in two writes (default yes; see
-    /// [`super::codec::LEAD_SPLIT_MIN`]).
+    /// [`super::frame::LEAD_SPLIT_MIN`]).
     pub fn set_split_large(&mut self, split: bool) {
         self.out.set_split_large(split);
     }

@@ -1,6 +1,8 @@
 //! Why a ZMTP connection failed, and how libzmq would report it.
 //!
-//! [`ZmtpError`] is the only error type of the `zmtp` module. Every variant is fatal for its
+//! [`ZmtpError`] is the error of the `zmtp` module; [`CurveError`] and [`ZapError`] detail its
+//! CURVE and ZAP variants. This module is the bottom of `zmtp` (it imports only the
+//! vocabulary: [`super::Mechanism`] and [`super::SocketType`]). Every variant is fatal for its
 //! connection: the engine flushes what output is left (best effort, an `ERROR` command may be
 //! queued) and closes the transport. [`ZmtpError::protocol_code`], [`ZmtpError::auth_status`] and
 //! [`ZmtpError::reason`] tell the engine which monitor event libzmq 4.3.5 would emit and whether a
@@ -8,47 +10,49 @@
 
 use std::fmt;
 
-use super::curve::CurveError;
-use super::greeting::MECHANISM_LEN;
+use super::mechanism::{Mechanism, MECHANISM_LEN};
 use super::socket_type::SocketType;
-use super::zap::ZapError;
-use super::Mechanism;
 
 /// `ZMQ_PROTOCOL_ERROR_ZMTP_UNSPECIFIED`.
-pub const PROTOCOL_ERROR_ZMTP_UNSPECIFIED: u32 = 0x1000_0000;
+pub(crate) const PROTOCOL_ERROR_ZMTP_UNSPECIFIED: u32 = 0x1000_0000;
 /// `ZMQ_PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND`.
-pub const PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND: u32 = 0x1000_0001;
+pub(crate) const PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND: u32 = 0x1000_0001;
 /// `ZMQ_PROTOCOL_ERROR_ZMTP_INVALID_SEQUENCE`.
-pub const PROTOCOL_ERROR_ZMTP_INVALID_SEQUENCE: u32 = 0x1000_0002;
+pub(crate) const PROTOCOL_ERROR_ZMTP_INVALID_SEQUENCE: u32 = 0x1000_0002;
 /// `ZMQ_PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE`.
-pub const PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE: u32 = 0x1000_0003;
+pub(crate) const PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE: u32 = 0x1000_0003;
 /// `ZMQ_PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED`.
-pub const PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED: u32 = 0x1000_0011;
+pub(crate) const PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED: u32 = 0x1000_0011;
 /// `ZMQ_PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_MESSAGE`.
-pub const PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_MESSAGE: u32 = 0x1000_0012;
+pub(crate) const PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_MESSAGE: u32 = 0x1000_0012;
 /// `ZMQ_PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_HELLO`.
-pub const PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_HELLO: u32 = 0x1000_0013;
+pub(crate) const PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_HELLO: u32 = 0x1000_0013;
 /// `ZMQ_PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_INITIATE`.
-pub const PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_INITIATE: u32 = 0x1000_0014;
+pub(crate) const PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_INITIATE: u32 = 0x1000_0014;
 /// `ZMQ_PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_ERROR`.
-pub const PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_ERROR: u32 = 0x1000_0015;
+pub(crate) const PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_ERROR: u32 = 0x1000_0015;
 /// `ZMQ_PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_READY`.
-pub const PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_READY: u32 = 0x1000_0016;
+pub(crate) const PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_READY: u32 = 0x1000_0016;
 /// `ZMQ_PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_WELCOME`.
-pub const PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_WELCOME: u32 = 0x1000_0017;
+pub(crate) const PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_WELCOME: u32 = 0x1000_0017;
 /// `ZMQ_PROTOCOL_ERROR_ZMTP_INVALID_METADATA`.
-pub const PROTOCOL_ERROR_ZMTP_INVALID_METADATA: u32 = 0x1000_0018;
+pub(crate) const PROTOCOL_ERROR_ZMTP_INVALID_METADATA: u32 = 0x1000_0018;
 /// `ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC`.
-pub const PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC: u32 = 0x1100_0001;
+pub(crate) const PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC: u32 = 0x1100_0001;
 /// `ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH`.
-pub const PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH: u32 = 0x1100_0002;
-pub use super::zap::{
-    PROTOCOL_ERROR_ZAP_BAD_REQUEST_ID, PROTOCOL_ERROR_ZAP_BAD_VERSION,
-    PROTOCOL_ERROR_ZAP_INVALID_METADATA, PROTOCOL_ERROR_ZAP_INVALID_STATUS_CODE,
-    PROTOCOL_ERROR_ZAP_MALFORMED_REPLY, PROTOCOL_ERROR_ZAP_UNSPECIFIED,
-};
-/// `ZMQ_PROTOCOL_ERROR_WS_UNSPECIFIED`.
-pub const PROTOCOL_ERROR_WS_UNSPECIFIED: u32 = 0x3000_0000;
+pub(crate) const PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH: u32 = 0x1100_0002;
+/// `ZMQ_PROTOCOL_ERROR_ZAP_UNSPECIFIED`.
+pub(crate) const PROTOCOL_ERROR_ZAP_UNSPECIFIED: u32 = 0x2000_0000;
+/// `ZMQ_PROTOCOL_ERROR_ZAP_MALFORMED_REPLY`.
+pub(crate) const PROTOCOL_ERROR_ZAP_MALFORMED_REPLY: u32 = 0x2000_0001;
+/// `ZMQ_PROTOCOL_ERROR_ZAP_BAD_REQUEST_ID`.
+pub(crate) const PROTOCOL_ERROR_ZAP_BAD_REQUEST_ID: u32 = 0x2000_0002;
+/// `ZMQ_PROTOCOL_ERROR_ZAP_BAD_VERSION`.
+pub(crate) const PROTOCOL_ERROR_ZAP_BAD_VERSION: u32 = 0x2000_0003;
+/// `ZMQ_PROTOCOL_ERROR_ZAP_INVALID_STATUS_CODE`.
+pub(crate) const PROTOCOL_ERROR_ZAP_INVALID_STATUS_CODE: u32 = 0x2000_0004;
+/// `ZMQ_PROTOCOL_ERROR_ZAP_INVALID_METADATA`.
+pub(crate) const PROTOCOL_ERROR_ZAP_INVALID_METADATA: u32 = 0x2000_0005;
 
 /// libzmq's classification of an engine failure (`i_engine::error_reason_t`), which decides
 /// whether a connecting session reconnects.
@@ -271,6 +275,121 @@ impl fmt::Display for ZmtpError {
 }
 
 impl std::error::Error for ZmtpError {}
+
+/// Why a ZAP reply was refused; each maps to a `ZMQ_PROTOCOL_ERROR_ZAP_*` code.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ZapError {
+    /// The delimiter frame is not empty.
+    Unspecified,
+    /// Not exactly seven frames.
+    MalformedReply,
+    /// The request id is not ours.
+    BadRequestId,
+    /// The version is not `1.0`.
+    BadVersion,
+    /// The status code is not 200, 300, 400 or 500.
+    InvalidStatusCode,
+    /// The metadata frame does not parse.
+    InvalidMetadata,
+}
+
+impl ZapError {
+    /// The `ZMQ_PROTOCOL_ERROR_ZAP_*` value libzmq reports for this failure.
+    pub fn code(self) -> u32 {
+        match self {
+            ZapError::Unspecified => PROTOCOL_ERROR_ZAP_UNSPECIFIED,
+            ZapError::MalformedReply => PROTOCOL_ERROR_ZAP_MALFORMED_REPLY,
+            ZapError::BadRequestId => PROTOCOL_ERROR_ZAP_BAD_REQUEST_ID,
+            ZapError::BadVersion => PROTOCOL_ERROR_ZAP_BAD_VERSION,
+            ZapError::InvalidStatusCode => PROTOCOL_ERROR_ZAP_INVALID_STATUS_CODE,
+            ZapError::InvalidMetadata => PROTOCOL_ERROR_ZAP_INVALID_METADATA,
+        }
+    }
+}
+
+impl From<ZapError> for ZmtpError {
+    fn from(e: ZapError) -> ZmtpError {
+        ZmtpError::ZapReply(e)
+    }
+}
+
+/// Why a CURVE handshake or message failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CurveError {
+    /// A command too short for its own name (libzmq's basic command structure check).
+    MalformedCommand,
+    /// Not the command this step expects.
+    UnexpectedCommand,
+    /// `HELLO` of the wrong size or CurveZMQ version.
+    MalformedHello,
+    /// `INITIATE` shorter than 257 bytes.
+    MalformedInitiate,
+    /// `READY` shorter than 30 bytes.
+    MalformedReady,
+    /// `MESSAGE` too short to hold a box.
+    MalformedMessage,
+    /// A short nonce not larger than the peer's previous one (replay or reordering).
+    InvalidSequence,
+    /// The vouch does not name the client's transient key and the server's key.
+    KeyExchange,
+    /// A box or the cookie does not open (wrong key, tampering), or a key is zero or of low order.
+    Cryptographic,
+    /// The metadata of the server's `READY` is malformed or names an incompatible socket type.
+    InvalidMetadata,
+    /// A command arrived while the server waited for the authentication decision.
+    OutOfSequence,
+    /// The operating system gave no random bytes.
+    Random,
+}
+
+impl CurveError {
+    /// The `ZMQ_PROTOCOL_ERROR_*` code libzmq 4.3.5 reports with
+    /// `ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL` (None: no protocol event).
+    pub fn protocol_code(self) -> Option<u32> {
+        Some(match self {
+            CurveError::MalformedCommand => PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_UNSPECIFIED,
+            CurveError::UnexpectedCommand => PROTOCOL_ERROR_ZMTP_UNEXPECTED_COMMAND,
+            CurveError::MalformedHello => PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_HELLO,
+            CurveError::MalformedInitiate => PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_INITIATE,
+            CurveError::MalformedReady => PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_READY,
+            CurveError::MalformedMessage => PROTOCOL_ERROR_ZMTP_MALFORMED_COMMAND_MESSAGE,
+            CurveError::InvalidSequence => PROTOCOL_ERROR_ZMTP_INVALID_SEQUENCE,
+            CurveError::KeyExchange => PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE,
+            CurveError::Cryptographic => PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC,
+            CurveError::InvalidMetadata => PROTOCOL_ERROR_ZMTP_INVALID_METADATA,
+            CurveError::OutOfSequence => PROTOCOL_ERROR_ZMTP_UNSPECIFIED,
+            CurveError::Random => return None,
+        })
+    }
+}
+
+impl fmt::Display for CurveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CurveError::MalformedCommand => "malformed command",
+            CurveError::UnexpectedCommand => "unexpected command",
+            CurveError::MalformedHello => "malformed HELLO",
+            CurveError::MalformedInitiate => "malformed INITIATE",
+            CurveError::MalformedReady => "malformed READY",
+            CurveError::MalformedMessage => "malformed MESSAGE",
+            CurveError::InvalidSequence => "nonce not increasing (replayed or reordered)",
+            CurveError::KeyExchange => "vouch does not match the key exchange",
+            CurveError::Cryptographic => "box does not open (wrong key or tampered) or bad key",
+            CurveError::InvalidMetadata => "invalid metadata in READY",
+            CurveError::OutOfSequence => "command while authentication is pending",
+            CurveError::Random => "no randomness from the operating system",
+        })
+    }
+}
+
+impl std::error::Error for CurveError {}
+
+impl From<CurveError> for ZmtpError {
+    fn from(e: CurveError) -> ZmtpError {
+        ZmtpError::Curve(e)
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -4,57 +4,21 @@
 //! (20 bytes, NUL-padded), as-server (1 byte), filler (31 zero bytes).
 
 use super::error::ZmtpError;
+pub(crate) use super::mechanism::{Mechanism, MECHANISM_LEN};
 
 /// Length of a ZMTP 3.x greeting.
-pub const GREETING_LEN: usize = 64;
+pub(crate) const GREETING_LEN: usize = 64;
 /// Length of the signature that starts it.
-pub const SIGNATURE_LEN: usize = 10;
-/// Length of the mechanism field.
-pub const MECHANISM_LEN: usize = 20;
+pub(crate) const SIGNATURE_LEN: usize = 10;
 /// The major version we speak.
-pub const VERSION_MAJOR: u8 = 3;
+pub(crate) const VERSION_MAJOR: u8 = 3;
 /// The minor version we speak.
-pub const VERSION_MINOR: u8 = 1;
+pub(crate) const VERSION_MINOR: u8 = 1;
 
 const MAJOR_POS: usize = 10;
 const MINOR_POS: usize = 11;
 const MECHANISM_POS: usize = 12;
 const AS_SERVER_POS: usize = 32;
-
-/// A ZMTP security mechanism.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Mechanism {
-    /// NULL: no security.
-    Null,
-    /// PLAIN: user name and password (RFC 24).
-    Plain,
-    /// CURVE: CurveZMQ (RFC 26).
-    Curve,
-}
-
-impl Mechanism {
-    /// The mechanism's name as it appears in the greeting.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mechanism::Null => "NULL",
-            Mechanism::Plain => "PLAIN",
-            Mechanism::Curve => "CURVE",
-        }
-    }
-
-    /// True when rzmq implements this mechanism.
-    pub fn is_supported(self) -> bool {
-        matches!(self, Mechanism::Null | Mechanism::Plain | Mechanism::Curve)
-    }
-
-    /// The 20-byte NUL-padded greeting field.
-    pub fn wire_name(self) -> [u8; MECHANISM_LEN] {
-        let mut f = [0u8; MECHANISM_LEN];
-        let n = self.name().as_bytes();
-        f[..n.len()].copy_from_slice(n);
-        f
-    }
-}
 
 /// What we learnt from the peer's greeting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +34,7 @@ pub(crate) struct PeerGreeting {
 
 impl PeerGreeting {
     /// True when the peer speaks ZMTP 3.0 exactly (libzmq treats 3.1 and anything newer as 3.1).
-    pub fn is_v3_0(&self) -> bool {
+    pub(crate) fn is_v3_0(&self) -> bool {
         self.major == 3 && self.minor == 0
     }
 }

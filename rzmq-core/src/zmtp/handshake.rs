@@ -16,7 +16,7 @@ use super::socket_type::SocketType;
 use crate::msg::Metadata;
 
 /// The metadata property libzmq adds with the peer's address (`ZMQ_MSG_PROPERTY_PEER_ADDRESS`).
-pub const PROP_PEER_ADDRESS: &str = "Peer-Address";
+pub(super) const PROP_PEER_ADDRESS: &str = "Peer-Address";
 
 /// What the handshake learnt about the peer.
 #[derive(Clone, Debug, PartialEq, Eq)]

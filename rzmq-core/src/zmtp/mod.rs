@@ -35,8 +35,8 @@
 //!   the 64 KiB batch buffer when the read was small, and sliced out of it (no copy, the buffer is
 //!   then given up) when at least 16 KiB arrived at once. Frames over 32 KiB that were not complete
 //!   in the batch are read straight into their own buffer: storage for the whole body up to
-//!   [`codec::DIRECT_MAPPED_MAX`] (pooled up to [`crate::pool::POOL_MAX`]; untouched pages cost
-//!   nothing until data arrives), above it allocated at most [`codec::DIRECT_EAGER`] bytes ahead
+//!   [`record::DIRECT_MAPPED_MAX`] (pooled up to [`crate::pool::POOL_MAX`]; untouched pages cost
+//!   nothing until data arrives), above it allocated at most [`record::DIRECT_EAGER`] bytes ahead
 //!   of the data (a peer lying about a 2^62-byte frame costs nothing).
 //! - Subscriptions: libzmq 4.3.5's `ZMQ_SUBSCRIBE` (and XSUB's re-sent subscriptions) go to ZMTP 3.1
 //!   peers as `SUBSCRIBE`/`CANCEL` commands (`v3_1_encoder`) and to ZMTP 3.0 peers as `0x01`/`0x00`
@@ -60,36 +60,54 @@
 //! - Not supported: ZMTP 1.0/2.0 peers (libzmq falls back to them; we fail with
 //!   [`ZmtpError::BadSignature`] or [`ZmtpError::UnsupportedVersion`]) and GSSAPI (not a
 //!   [`Mechanism`]: a peer offering it fails the greeting with a mechanism mismatch).
-//! - CURVE (RFC 26, `curve.rs`): the handshake runs in the handshake state and every frame after
+//! - CURVE (RFC 26, `curve/`): the handshake runs in the handshake state and every frame after
 //!   it is boxed by the send queue and opened by the decoder; a CURVE server asks the ZAP handler
 //!   (mechanism "CURVE", the client's long-term public key as the one credential) whenever one is
 //!   bound, as libzmq does.
 //! - Monitor events: see [`ZmtpError::protocol_code`], [`ZmtpError::auth_status`] and
 //!   [`ZmtpError::reason`] (libzmq reconnects a connecting session only after timeouts).
 
-pub mod codec;
-mod command;
-mod connection;
-mod curve;
-pub mod error;
-pub mod greeting;
-mod handshake;
-pub mod plain;
+// Bottom to top: a module imports only modules of the levels before its own.
+// 0: leaves, importing nothing of zmtp: the vocabulary, and CURVE's box (XSalsa20-Poly1305).
+mod mechanism;
 mod secretbox;
 mod socket_type;
-pub mod zap;
+
+// 1: the errors.
+pub(crate) mod error;
+
+// 2: wire formats: the greeting, command bodies, the frame layout.
+mod command;
+pub(crate) mod frame;
+pub(crate) mod greeting;
+
+// 3: the cipher seam between the record layer and the mechanisms.
+mod cipher;
+
+// 4: the record layer (generic over the cipher).
+mod record;
+
+// 5: the mechanisms and the ZAP wire format.
+mod curve;
+pub(crate) mod plain;
+pub(crate) mod zap;
+
+// 6: the handshake (NULL and the READY metadata).
+mod handshake;
+
+// 7: one connection (instantiates the record layer with CURVE's cipher).
+mod connection;
 
 #[cfg(test)]
 mod tests;
 
-pub use connection::{
-    parse_command, Config, Connection, Event, DEFAULT_HANDSHAKE_IVL, EXTENSION_PREFIX,
-    INCOMPATIBLE_SOCKET_TYPE_REASON,
-};
-pub use curve::{CurveError, CurveKeys};
-pub use error::{FailureReason, ZmtpError};
-pub use greeting::{Mechanism, GREETING_LEN};
-pub use handshake::{Peer, PROP_PEER_ADDRESS};
-pub use plain::Credentials;
+pub(crate) use connection::parse_command;
+pub(crate) use connection::Decoder;
+pub use connection::{Config, Connection, Event};
+pub(crate) use curve::CurveKeys;
+pub(crate) use error::ZmtpError;
+pub(crate) use handshake::Peer;
+pub(crate) use mechanism::Mechanism;
+pub(crate) use plain::Credentials;
 pub use socket_type::SocketType;
-pub use zap::{ZapError, ZapRequest, PROP_USER_ID};
+pub(crate) use zap::ZapRequest;

@@ -17,7 +17,7 @@ pub(crate) const WELCOME: &[u8] = b"WELCOME";
 pub(crate) const INITIATE: &[u8] = b"INITIATE";
 
 /// Longest user name or password PLAIN can carry (a 1-byte length).
-pub const MAX_CREDENTIAL_LEN: usize = 255;
+pub(crate) const MAX_CREDENTIAL_LEN: usize = 255;
 
 /// PLAIN credentials: what a client presents, what a server received (`Debug` hides the password).
 #[derive(Clone, Default, PartialEq, Eq)]

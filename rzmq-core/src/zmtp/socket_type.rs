@@ -1,32 +1,37 @@
-//! Socket types as ZMTP names them, and which pairs may talk (RFC 37, libzmq's
-//! `mechanism_t::check_socket_type`).
+//! The socket types of libzmq: their `ZMQ_*` numbers, the names ZMTP sends for them, and which
+//! pairs may talk (RFC 37, libzmq's `mechanism_t::check_socket_type`). The one `SocketType` of
+//! the crate (the public API re-exports it as `rzmq_core::SocketType` and
+//! `rzmq_core::socket::SocketType`); it imports only [`crate::error`].
+
+use crate::error::{Error, Result};
 
 /// A ZeroMQ socket type, numbered as libzmq's `ZMQ_*` constants.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[repr(i32)]
 pub enum SocketType {
-    /// `ZMQ_PAIR`.
+    /// `ZMQ_PAIR`: exclusive pair.
     Pair = 0,
-    /// `ZMQ_PUB`.
+    /// `ZMQ_PUB`: publisher.
     Pub = 1,
-    /// `ZMQ_SUB`.
+    /// `ZMQ_SUB`: subscriber.
     Sub = 2,
-    /// `ZMQ_REQ`.
+    /// `ZMQ_REQ`: request (client of REP/ROUTER).
     Req = 3,
-    /// `ZMQ_REP`.
+    /// `ZMQ_REP`: reply (server of REQ/DEALER).
     Rep = 4,
-    /// `ZMQ_DEALER`.
+    /// `ZMQ_DEALER`: asynchronous request.
     Dealer = 5,
-    /// `ZMQ_ROUTER`.
+    /// `ZMQ_ROUTER`: addressed routing.
     Router = 6,
-    /// `ZMQ_PULL`.
+    /// `ZMQ_PULL`: pipeline sink.
     Pull = 7,
-    /// `ZMQ_PUSH`.
+    /// `ZMQ_PUSH`: pipeline source.
     Push = 8,
-    /// `ZMQ_XPUB`.
+    /// `ZMQ_XPUB`: publisher that sees subscriptions.
     XPub = 9,
-    /// `ZMQ_XSUB`.
+    /// `ZMQ_XSUB`: subscriber that sends subscriptions as messages.
     XSub = 10,
-    /// `ZMQ_STREAM` (raw TCP; never runs a ZMTP handshake).
+    /// `ZMQ_STREAM`: raw TCP streams (never runs a ZMTP handshake).
     Stream = 11,
 }
 
@@ -52,6 +57,12 @@ impl SocketType {
         usize::try_from(v)
             .ok()
             .and_then(|i| SocketType::ALL.get(i).copied())
+    }
+
+    /// The type for a libzmq socket-type number; [`Error::Inval`] for any other number (what
+    /// `zmq_socket` reports).
+    pub fn from_raw(t: i32) -> Result<SocketType> {
+        SocketType::from_i32(t).ok_or(Error::Inval)
     }
 
     /// The libzmq number (`ZMQ_*`).
@@ -128,6 +139,8 @@ mod tests {
         }
         assert_eq!(SocketType::from_i32(12), None);
         assert_eq!(SocketType::from_i32(-1), None);
+        assert_eq!(SocketType::from_raw(6), Ok(SocketType::Router));
+        assert_eq!(SocketType::from_raw(12), Err(Error::Inval));
         assert_eq!(SocketType::from_name(b"pub"), None);
     }
 

@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 
-use super::codec::{FLAG_COMMAND, FLAG_LONG, FLAG_MORE};
+use super::connection::DEFAULT_HANDSHAKE_IVL;
+use super::error::FailureReason;
+use super::frame::{FLAG_COMMAND, FLAG_LONG, FLAG_MORE};
 use super::*;
 use crate::msg::Msg;
 
@@ -468,9 +470,9 @@ fn lying_long_frames_allocate_nothing_big() {
         hdr.extend_from_slice(&claim.to_be_bytes());
         hdr.extend_from_slice(&[1; 1000]);
         assert!(c.handle_input(&hdr, now).unwrap().is_empty());
-        let limit = codec::DIRECT_EAGER + codec::BATCH_SIZE;
+        let limit = record::DIRECT_EAGER + record::BATCH_SIZE;
         assert!(c.recv_allocated() <= limit, "{}", c.recv_allocated());
-        assert!(c.recv_buffer().len() <= codec::DIRECT_EAGER);
+        assert!(c.recv_buffer().len() <= record::DIRECT_EAGER);
         // Feeding more grows the buffer only along with the data.
         let mut fed = 1000;
         for _ in 0..3 {

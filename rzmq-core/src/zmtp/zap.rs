@@ -5,30 +5,17 @@
 //! business (`crate::zap`); this module only builds and checks frames.
 
 use super::command;
-use super::error::ZmtpError;
+pub(crate) use super::error::ZapError;
 use crate::msg::Msg;
 
 /// The ZAP version we speak.
-pub const ZAP_VERSION: &[u8] = b"1.0";
+pub(crate) const ZAP_VERSION: &[u8] = b"1.0";
 /// The request id we use (one request per connection, as libzmq).
-pub const ZAP_REQUEST_ID: &[u8] = b"1";
+pub(crate) const ZAP_REQUEST_ID: &[u8] = b"1";
 /// The number of frames of a ZAP reply, counting the empty delimiter first.
-pub const ZAP_REPLY_FRAMES: usize = 7;
+pub(crate) const ZAP_REPLY_FRAMES: usize = 7;
 /// The property that carries the ZAP user id on received messages.
-pub const PROP_USER_ID: &str = "User-Id";
-
-/// `ZMQ_PROTOCOL_ERROR_ZAP_UNSPECIFIED`.
-pub const PROTOCOL_ERROR_ZAP_UNSPECIFIED: u32 = 0x2000_0000;
-/// `ZMQ_PROTOCOL_ERROR_ZAP_MALFORMED_REPLY`.
-pub const PROTOCOL_ERROR_ZAP_MALFORMED_REPLY: u32 = 0x2000_0001;
-/// `ZMQ_PROTOCOL_ERROR_ZAP_BAD_REQUEST_ID`.
-pub const PROTOCOL_ERROR_ZAP_BAD_REQUEST_ID: u32 = 0x2000_0002;
-/// `ZMQ_PROTOCOL_ERROR_ZAP_BAD_VERSION`.
-pub const PROTOCOL_ERROR_ZAP_BAD_VERSION: u32 = 0x2000_0003;
-/// `ZMQ_PROTOCOL_ERROR_ZAP_INVALID_STATUS_CODE`.
-pub const PROTOCOL_ERROR_ZAP_INVALID_STATUS_CODE: u32 = 0x2000_0004;
-/// `ZMQ_PROTOCOL_ERROR_ZAP_INVALID_METADATA`.
-pub const PROTOCOL_ERROR_ZAP_INVALID_METADATA: u32 = 0x2000_0005;
+pub(crate) const PROP_USER_ID: &str = "User-Id";
 
 /// A ZAP request a handshake needs answered before it can go on.
 #[derive(Clone, PartialEq, Eq)]
@@ -84,37 +71,6 @@ impl ZapRequest {
     }
 }
 
-/// Why a ZAP reply was refused; each maps to a `ZMQ_PROTOCOL_ERROR_ZAP_*` code.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum ZapError {
-    /// The delimiter frame is not empty.
-    Unspecified,
-    /// Not exactly seven frames.
-    MalformedReply,
-    /// The request id is not ours.
-    BadRequestId,
-    /// The version is not `1.0`.
-    BadVersion,
-    /// The status code is not 200, 300, 400 or 500.
-    InvalidStatusCode,
-    /// The metadata frame does not parse.
-    InvalidMetadata,
-}
-
-impl ZapError {
-    /// The `ZMQ_PROTOCOL_ERROR_ZAP_*` value libzmq reports for this failure.
-    pub fn code(self) -> u32 {
-        match self {
-            ZapError::Unspecified => PROTOCOL_ERROR_ZAP_UNSPECIFIED,
-            ZapError::MalformedReply => PROTOCOL_ERROR_ZAP_MALFORMED_REPLY,
-            ZapError::BadRequestId => PROTOCOL_ERROR_ZAP_BAD_REQUEST_ID,
-            ZapError::BadVersion => PROTOCOL_ERROR_ZAP_BAD_VERSION,
-            ZapError::InvalidStatusCode => PROTOCOL_ERROR_ZAP_INVALID_STATUS_CODE,
-            ZapError::InvalidMetadata => PROTOCOL_ERROR_ZAP_INVALID_METADATA,
-        }
-    }
-}
-
 /// A well-formed ZAP reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ZapReply {
@@ -164,12 +120,6 @@ pub(crate) fn parse_reply(frames: &[Msg]) -> Result<ZapReply, ZapError> {
         status_text,
         properties,
     })
-}
-
-impl From<ZapError> for ZmtpError {
-    fn from(e: ZapError) -> ZmtpError {
-        ZmtpError::ZapReply(e)
-    }
 }
 
 #[cfg(test)]

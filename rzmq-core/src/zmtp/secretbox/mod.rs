@@ -17,6 +17,7 @@
 mod poly;
 #[cfg(target_arch = "x86_64")]
 mod poly_ifma;
+mod poly_scalar;
 mod salsa;
 #[cfg(target_arch = "x86_64")]
 mod salsa_simd;

@@ -6,7 +6,7 @@
 
 #![allow(clippy::needless_range_loop)]
 
-use super::poly::Scalar;
+use super::poly_scalar::Scalar;
 
 /// Shortest input worth the setup (seven scalar multiplications for the powers of `r`).
 pub(super) const MIN: usize = 256;
@@ -37,7 +37,7 @@ pub(super) fn available() -> Option<Blocks> {
 mod imp {
     use std::arch::x86_64::*;
 
-    use super::super::poly::{Scalar, MASK42, MASK44};
+    use super::super::poly_scalar::{Scalar, MASK42, MASK44};
 
     /// See [`super::Blocks`].
     ///
@@ -115,10 +115,13 @@ mod imp {
                 _mm512_add_epi64(h[1], m1),
                 _mm512_add_epi64(h[2], m2),
             ];
-            h = if g + 1 < groups {
-                mul(a, &r8, &s8)
-            } else {
-                mul(a, &rl, &sl)
+            // SAFETY: `mul` needs this function's own target features.
+            h = unsafe {
+                if g + 1 < groups {
+                    mul(a, &r8, &s8)
+                } else {
+                    mul(a, &rl, &sl)
+                }
             };
         }
         // Sum the lanes (each under 2^47 after the sum), then carry into the scalar limbs.

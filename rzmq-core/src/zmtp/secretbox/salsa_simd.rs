@@ -36,7 +36,8 @@ macro_rules! keystream {
         ) {
             let mut at = 0;
             while len - at >= super::BATCH {
-                let ks = batch(state, counter);
+                // SAFETY: `batch` needs this function's own target features.
+                let ks = unsafe { batch(state, counter) };
                 for (i, k) in ks.iter().enumerate() {
                     // SAFETY: at + 32 i + 32 <= at + BATCH <= len, inside both buffers (the
                     // caller's promise); unaligned loads and stores.
@@ -49,7 +50,8 @@ macro_rules! keystream {
                 at += super::BATCH;
             }
             if at < len {
-                let ks = batch(state, counter);
+                // SAFETY: as above.
+                let ks = unsafe { batch(state, counter) };
                 let mut bytes = [0u8; super::BATCH];
                 let p = bytes.as_mut_ptr().cast::<__m256i>();
                 for (i, k) in ks.iter().enumerate() {
@@ -110,8 +112,8 @@ macro_rules! keystream {
             for (r, i) in x.iter_mut().zip(&s) {
                 *r = _mm256_add_epi32(*r, *i);
             }
-            let lo = transpose(&x[..8]);
-            let hi = transpose(&x[8..]);
+            // SAFETY: `transpose` needs this function's own target features.
+            let (lo, hi) = unsafe { (transpose(&x[..8]), transpose(&x[8..])) };
             std::array::from_fn(|i| if i % 2 == 0 { lo[i / 2] } else { hi[i / 2] })
         }
 

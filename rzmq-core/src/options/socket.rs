@@ -1,51 +1,10 @@
-//! Socket and context options with libzmq 4.3.5's numbers, types, defaults, validation and errors.
-//!
-//! [`Options::set`] / [`Options::get`] reproduce `socket_base_t::setsockopt` / `getsockopt` of a
-//! stable (non-DRAFT) libzmq 4.3.5 build on Linux: first the socket type's own options
-//! (`xsetsockopt` of ROUTER, STREAM, DEALER, REQ, SUB, XSUB, XPUB/PUB), then the generic ones
-//! (`options_t`). Values are the raw bytes the C API passes: `int` options take exactly 4 bytes
-//! (native-endian `i32`), `AFFINITY` 8 bytes (`u64`), `MAXMSGSIZE` 8 bytes (`i64`), strings and
-//! binary values any length. Every failure is `EINVAL`, as in libzmq.
-//!
-//! # Features we do not build, and what libzmq 4.3.5 without them does
-//!
-//! | options | libzmq 4.3.5 built without the feature | here |
-//! |---|---|---|
-//! | `GSSAPI_SERVER`, `GSSAPI_PRINCIPAL`, `GSSAPI_SERVICE_PRINCIPAL`, `GSSAPI_PLAINTEXT`, `GSSAPI_PRINCIPAL_NAMETYPE`, `GSSAPI_SERVICE_PRINCIPAL_NAMETYPE` (62-65, 90, 91) | no `HAVE_LIBGSSAPI_KRB5`: set and get `EINVAL` | `EINVAL` |
-//! | `VMCI_BUFFER_SIZE`, `VMCI_BUFFER_MIN_SIZE`, `VMCI_BUFFER_MAX_SIZE`, `VMCI_CONNECT_TIMEOUT` (85-88) | no `ZMQ_HAVE_VMCI`: set and get `EINVAL` | `EINVAL` |
-//! | `RATE`, `RECOVERY_IVL`, `MULTICAST_HOPS`, `MULTICAST_MAXTPDU` (PGM/NORM) | generic options, stored and readable even without OpenPGM | stored (validated), unused |
-//! | PLAIN (44-46) | always built | implemented |
-//! | `CURVE_SERVER`, `CURVE_PUBLICKEY`, `CURVE_SECRETKEY`, `CURVE_SERVERKEY` (47-50) | built with libsodium (`ZMQ_HAVE_CURVE`): keys are 32 raw bytes, 40 Z85 characters or 41 with a NUL; getsockopt gives 32 bytes or 41 (Z85 + NUL) by buffer size | implemented ([`HAVE_CURVE`]) |
-//! | `IPC_FILTER_PID/UID/GID` (58-60) | Linux has `SO_PEERCRED`, so all three are available (write-only) | implemented |
-//! | `TCP_ACCEPT_FILTER` (38) | always available (write-only) | implemented |
-//!
-//! # DRAFT options (numbers 93-124) in a stable build
-//!
-//! `zmq.h` 4.3.5 lists them only under `ZMQ_BUILD_DRAFT_API`, but a stable build compiles some of
-//! them anyway (the library's `zmq_draft.h` defines the numbers), so these work with a stable
-//! libzmq 4.3.5 and work here: `ZAP_ENFORCE_DOMAIN` (93), `LOOPBACK_FASTPATH` (94),
-//! `METADATA` (95, write-only), `MULTICAST_LOOP` (96), `XPUB_MANUAL_LAST_VALUE` (98, PUB/XPUB,
-//! write-only), `SOCKS_USERNAME` (99), `SOCKS_PASSWORD` (100), `ONLY_FIRST_SUBSCRIBE` (108,
-//! PUB/XPUB/XSUB, write-only), `RECONNECT_STOP` (109), and the socket-level read `TOPICS_COUNT`
-//! (116, PUB/SUB/XPUB/XSUB). The rest are inside `#ifdef ZMQ_BUILD_DRAFT_API` and fail with
-//! `EINVAL` in a stable build, as here: `ROUTER_NOTIFY`, `IN_BATCH_SIZE`, `OUT_BATCH_SIZE`,
-//! `WSS_*`, `HELLO_MSG`, `DISCONNECT_MSG`, `PRIORITY`, `BUSY_POLL`, `HICCUP_MSG`,
-//! `XSUB_VERBOSE_UNSUBSCRIBE`, `NORM_*`. The context option `ZERO_COPY_RECV` (10, DRAFT) is
-//! likewise handled by a stable build.
-//!
-//! # Write-only and socket-level options
-//!
-//! libzmq has no getter for `SUBSCRIBE`, `UNSUBSCRIBE`, `CONNECT_ROUTING_ID`, `ROUTER_MANDATORY`,
-//! `ROUTER_RAW`, `ROUTER_HANDOVER`, `PROBE_ROUTER`, `REQ_CORRELATE`, `REQ_RELAXED`, `XPUB_*`,
-//! `STREAM_NOTIFY`, `TCP_ACCEPT_FILTER`, `IPC_FILTER_*`, `METADATA`, `ONLY_FIRST_SUBSCRIBE`:
-//! [`Options::get`] fails with `EINVAL` for them. `RCVMORE`, `FD`, `EVENTS`, `LAST_ENDPOINT`,
-//! `THREAD_SAFE` and `TOPICS_COUNT` are answered by the socket itself (see
-//! [`is_socket_level`]); [`Options::get`] returns `EINVAL` for them, and setting any of them (or
-//! `TYPE`, `MECHANISM`) is `EINVAL`.
+//! libzmq 4.3.5's socket types and socket options: numbers, defaults, validation, errors
+//! ([`Options`]); see the parent module for what is and is not built.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
+use super::{CtxOptions, RzmqOptions};
 use crate::endpoint::{resolve_ip, ResolveOpts};
 use crate::error::{Error, Result};
 
@@ -371,45 +330,6 @@ pub const GSSAPI_NT_HOSTBASED: i32 = 0;
 pub const GSSAPI_NT_USER_NAME: i32 = 1;
 /// `ZMQ_GSSAPI_NT_KRB5_PRINCIPAL` name type.
 pub const GSSAPI_NT_KRB5_PRINCIPAL: i32 = 2;
-
-// ---------------------------------------------------------------------------------------------
-// Context options (zmq.h 4.3.5). ZMQ_IPV6 (42) and ZMQ_BLOCKY (70) are shared with sockets.
-
-/// `ZMQ_IO_THREADS`: number of I/O threads (>= 0).
-pub const IO_THREADS: i32 = 1;
-/// `ZMQ_MAX_SOCKETS`: maximum number of sockets (>= 1).
-pub const MAX_SOCKETS: i32 = 2;
-/// `ZMQ_SOCKET_LIMIT`: largest `MAX_SOCKETS` accepted (get only; same number as `THREAD_PRIORITY`).
-pub const SOCKET_LIMIT: i32 = 3;
-/// `ZMQ_THREAD_PRIORITY`: I/O thread priority (set only; same number as `SOCKET_LIMIT`).
-pub const THREAD_PRIORITY: i32 = 3;
-/// `ZMQ_THREAD_SCHED_POLICY`: I/O thread scheduling policy.
-pub const THREAD_SCHED_POLICY: i32 = 4;
-/// `ZMQ_MAX_MSGSZ`: maximum message size.
-pub const MAX_MSGSZ: i32 = 5;
-/// `ZMQ_MSG_T_SIZE`: `sizeof (zmq_msg_t)` (get only).
-pub const MSG_T_SIZE: i32 = 6;
-/// `ZMQ_THREAD_AFFINITY_CPU_ADD`: add a CPU to the I/O threads' affinity (set only).
-pub const THREAD_AFFINITY_CPU_ADD: i32 = 7;
-/// `ZMQ_THREAD_AFFINITY_CPU_REMOVE`: remove a CPU from the I/O threads' affinity (set only).
-pub const THREAD_AFFINITY_CPU_REMOVE: i32 = 8;
-/// `ZMQ_THREAD_NAME_PREFIX`: prefix of the I/O thread names.
-pub const THREAD_NAME_PREFIX: i32 = 9;
-/// `ZMQ_ZERO_COPY_RECV` (DRAFT; handled by stable builds): zero-copy receive.
-pub const ZERO_COPY_RECV: i32 = 10;
-
-/// `ZMQ_IO_THREADS_DFLT`.
-pub const IO_THREADS_DFLT: i32 = 1;
-/// `ZMQ_MAX_SOCKETS_DFLT`.
-pub const MAX_SOCKETS_DFLT: i32 = 1023;
-/// `ZMQ_THREAD_PRIORITY_DFLT`.
-pub const THREAD_PRIORITY_DFLT: i32 = -1;
-/// `ZMQ_THREAD_SCHED_POLICY_DFLT`.
-pub const THREAD_SCHED_POLICY_DFLT: i32 = -1;
-/// What `ZMQ_SOCKET_LIMIT` reports: 65535 (the epoll poller does not clip it).
-pub const SOCKET_LIMIT_VALUE: i32 = 65535;
-/// `sizeof (zmq_msg_t)`, reported by `ZMQ_MSG_T_SIZE`.
-pub const MSG_T_SIZE_VALUE: i32 = 64;
 
 /// `IFNAMSIZ`: the longest `ZMQ_BINDTODEVICE` value libzmq accepts.
 const BINDDEVSIZ: usize = 16;
@@ -745,6 +665,8 @@ pub struct Options {
     /// `ZMQ_CONNECT_ROUTING_ID` (none); the socket takes it (clearing it) when it attaches the
     /// pipe of the next locally initiated connection.
     pub connect_routing_id: Option<Vec<u8>>,
+    /// rzmq's own options ([`super::rzmq`]): defaults from the environment or the process.
+    pub rzmq: RzmqOptions,
 }
 
 impl Options {
@@ -825,6 +747,7 @@ impl Options {
             xpub_welcome_msg: None,
             stream_notify: true,
             connect_routing_id: None,
+            rzmq: RzmqOptions::defaults(),
         }
     }
 
@@ -836,6 +759,7 @@ impl Options {
         o.ipv6 = ctx.ipv6;
         o.linger = if ctx.blocky { -1 } else { 0 };
         o.zero_copy = ctx.zero_copy_recv;
+        o.rzmq.tcp_local_cc = ctx.tcp_local_cc.clone();
         o
     }
 
@@ -856,6 +780,9 @@ impl Options {
     /// them, while a non-NULL empty value is `EINVAL`. (A NULL pointer with a non-zero length
     /// is the C layer's to refuse.)
     pub fn set_raw(&mut self, opt: i32, value: Option<&[u8]>) -> Result<Applied> {
+        if let Some(done) = self.rzmq.set(opt, value.unwrap_or(&[])) {
+            return done.map(|()| Applied::Stored);
+        }
         if let Some(applied) = self.set_pattern(opt, value.unwrap_or(&[]))? {
             return Ok(applied);
         }
@@ -1190,7 +1117,7 @@ impl Options {
             ZAP_ENFORCE_DOMAIN => b(self.zap_enforce_domain),
             LOOPBACK_FASTPATH => b(self.loopback_fastpath),
             MULTICAST_LOOP => b(self.multicast_loop),
-            _ => return Err(Error::Inval),
+            _ => Int(self.rzmq.get(opt).ok_or(Error::Inval)?),
         })
     }
 
@@ -1239,7 +1166,7 @@ impl Options {
 }
 
 /// The value as an `int` if it is exactly 4 bytes.
-fn as_int(v: &[u8]) -> Option<i32> {
+pub(super) fn as_int(v: &[u8]) -> Option<i32> {
     v.try_into().ok().map(i32::from_ne_bytes)
 }
 
@@ -1356,135 +1283,10 @@ fn z85_decode(text: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Context options (`zmq_ctx_set` / `zmq_ctx_get`), with libzmq 4.3.5's defaults.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CtxOptions {
-    /// `ZMQ_IO_THREADS` (1).
-    pub io_threads: i32,
-    /// `ZMQ_MAX_SOCKETS` (1023).
-    pub max_sockets: i32,
-    /// `ZMQ_MAX_MSGSZ` (`INT_MAX`).
-    pub max_msgsz: i32,
-    /// `ZMQ_IPV6` (false): the default of new sockets' `ZMQ_IPV6`.
-    pub ipv6: bool,
-    /// `ZMQ_BLOCKY` (true): new sockets' linger is -1 if set, else 0.
-    pub blocky: bool,
-    /// `ZMQ_ZERO_COPY_RECV` (true).
-    pub zero_copy_recv: bool,
-    /// `ZMQ_THREAD_PRIORITY` (-1: leave the OS default).
-    pub thread_priority: i32,
-    /// `ZMQ_THREAD_SCHED_POLICY` (-1: leave the OS default).
-    pub thread_sched_policy: i32,
-    /// CPUs of `ZMQ_THREAD_AFFINITY_CPU_ADD` (empty: no affinity).
-    pub thread_affinity_cpus: BTreeSet<i32>,
-    /// `ZMQ_THREAD_NAME_PREFIX` (empty).
-    pub thread_name_prefix: Vec<u8>,
-}
-
-impl Default for CtxOptions {
-    fn default() -> Self {
-        CtxOptions::new()
-    }
-}
-
-impl CtxOptions {
-    /// The defaults of a new context.
-    pub fn new() -> Self {
-        CtxOptions {
-            io_threads: IO_THREADS_DFLT,
-            max_sockets: MAX_SOCKETS_DFLT,
-            max_msgsz: i32::MAX,
-            ipv6: false,
-            blocky: true,
-            zero_copy_recv: true,
-            thread_priority: THREAD_PRIORITY_DFLT,
-            thread_sched_policy: THREAD_SCHED_POLICY_DFLT,
-            thread_affinity_cpus: BTreeSet::new(),
-            thread_name_prefix: Vec::new(),
-        }
-    }
-
-    /// `zmq_ctx_set (ctx, opt, value)`.
-    pub fn set_int(&mut self, opt: i32, value: i32) -> Result<()> {
-        self.set(opt, &value.to_ne_bytes())
-    }
-
-    /// `zmq_ctx_set_ext (ctx, opt, value, len)`: ints are exactly 4 bytes; `THREAD_NAME_PREFIX`
-    /// also takes 1 to 16 bytes of text (but 4 bytes are always read as an int, which is then
-    /// stored in decimal). Everything else, and invalid values, are `EINVAL`.
-    pub fn set(&mut self, opt: i32, value: &[u8]) -> Result<()> {
-        let int = as_int(value);
-        let nonneg = int.filter(|&x| x >= 0).ok_or(Error::Inval);
-        match opt {
-            MAX_SOCKETS => self.max_sockets = int.filter(|&x| x >= 1).ok_or(Error::Inval)?,
-            IO_THREADS => self.io_threads = nonneg?,
-            IPV6 => self.ipv6 = nonneg? != 0,
-            BLOCKY => self.blocky = nonneg? != 0,
-            MAX_MSGSZ => self.max_msgsz = nonneg?,
-            ZERO_COPY_RECV => self.zero_copy_recv = nonneg? != 0,
-            THREAD_SCHED_POLICY => self.thread_sched_policy = nonneg?,
-            THREAD_AFFINITY_CPU_ADD => {
-                self.thread_affinity_cpus.insert(nonneg?);
-            }
-            THREAD_AFFINITY_CPU_REMOVE => {
-                if !self.thread_affinity_cpus.remove(&nonneg?) {
-                    return Err(Error::Inval);
-                }
-            }
-            THREAD_PRIORITY => self.thread_priority = nonneg?,
-            THREAD_NAME_PREFIX => match int {
-                Some(x) => self.thread_name_prefix = x.to_string().into_bytes(),
-                None if !value.is_empty() && value.len() <= 16 => {
-                    self.thread_name_prefix = value.to_vec()
-                }
-                None => return Err(Error::Inval),
-            },
-            _ => return Err(Error::Inval),
-        }
-        Ok(())
-    }
-
-    /// `zmq_ctx_get (ctx, opt)`: the int value, `EINVAL` for unknown or set-only options.
-    ///
-    /// `SOCKET_LIMIT` (3, the same number as the set-only `THREAD_PRIORITY`) is 65535,
-    /// `MSG_T_SIZE` 64, and `THREAD_NAME_PREFIX` the prefix read by `atoi`.
-    pub fn get(&self, opt: i32) -> Result<i32> {
-        Ok(match opt {
-            MAX_SOCKETS => self.max_sockets,
-            SOCKET_LIMIT => SOCKET_LIMIT_VALUE,
-            IO_THREADS => self.io_threads,
-            IPV6 => i32::from(self.ipv6),
-            BLOCKY => i32::from(self.blocky),
-            MAX_MSGSZ => self.max_msgsz,
-            MSG_T_SIZE => MSG_T_SIZE_VALUE,
-            ZERO_COPY_RECV => i32::from(self.zero_copy_recv),
-            THREAD_SCHED_POLICY => self.thread_sched_policy,
-            THREAD_NAME_PREFIX => {
-                crate::endpoint::c_atoi(&String::from_utf8_lossy(&self.thread_name_prefix))
-            }
-            _ => return Err(Error::Inval),
-        })
-    }
-
-    /// `zmq_ctx_get_ext (ctx, opt, buf, &len)`: a 4-byte buffer gets the int as [`Self::get`];
-    /// for `THREAD_NAME_PREFIX` a buffer at least as long as the prefix gets its bytes (no NUL,
-    /// the rest untouched; libzmq leaves `len` unchanged). Other sizes are `EINVAL`.
-    pub fn get_ext(&self, opt: i32, buf: &mut [u8]) -> Result<()> {
-        if buf.len() == 4 {
-            buf.copy_from_slice(&self.get(opt)?.to_ne_bytes());
-            return Ok(());
-        }
-        if opt == THREAD_NAME_PREFIX && buf.len() >= self.thread_name_prefix.len() {
-            buf[..self.thread_name_prefix.len()].copy_from_slice(&self.thread_name_prefix);
-            return Ok(());
-        }
-        Err(Error::Inval)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::context::*;
 
     fn i(v: i32) -> [u8; 4] {
         v.to_ne_bytes()

@@ -1,8 +1,10 @@
-//! ZMTP frames in and out, sans-IO: the receive buffer and frame decoder, the send queue and frame
-//! encoder.
+//! The record layer: ZMTP frames in and out, sans-IO: the receive buffer and frame decoder, the
+//! send queue and frame encoder.
 //!
-//! Wire format (RFC 23/37): a flags byte (bit 0 MORE, bit 1 LONG, bit 2 COMMAND, bits 7..3
-//! reserved and rejected), the body size in 1 byte (short) or 8 bytes big-endian (LONG), the body.
+//! Wire format: [`super::frame`] (reserved flag bits are rejected). Once a security handshake
+//! installs a cipher ([`super::cipher`]), every frame goes through it: [`Decoder`] and
+//! [`OutQueue`] are generic over the cipher (`O: Open`, `S: Seal`), so the call per frame is a
+//! direct one; the connection picks the instantiation (CURVE's).
 //!
 //! Receiving: the engine reads into `Decoder::recv_buffer` and reports the count with
 //! `Decoder::received`. Small frames land in a reused batch buffer (a [`crate::msg::RecvBuf`]
@@ -23,29 +25,25 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
 
-use super::curve::{Opener, Sealer};
+use super::cipher::{Open, Seal};
 use super::error::ZmtpError;
+use super::frame::{
+    frame_header, parse_header, FLAGS_KNOWN, FLAG_COMMAND, FLAG_MORE, LARGE_BODY, LEAD_BYTES,
+    LEAD_SPLIT_MIN, MAX_HEADER_LEN,
+};
 use crate::msg::{Buffer, Msg, RecvBuf};
 use std::sync::Arc;
 
-/// MORE flag: more frames of the same message follow.
-pub const FLAG_MORE: u8 = 0x01;
-/// LONG flag: the size field is 8 bytes.
-pub const FLAG_LONG: u8 = 0x02;
-/// COMMAND flag: the frame is a command.
-pub const FLAG_COMMAND: u8 = 0x04;
-const FLAGS_KNOWN: u8 = FLAG_MORE | FLAG_LONG | FLAG_COMMAND;
-
 /// Size of the reused receive batch buffer (of a fresh one while reads do not fill it).
-pub const BATCH_SIZE: usize = 64 * 1024;
+pub(super) const BATCH_SIZE: usize = 64 * 1024;
 /// Largest fresh batch buffer: a connection whose reads keep filling the buffer (a stream of
 /// messages waiting in the socket) doubles its next fresh buffer up to this, so it reads, wakes
 /// the application and allocates a buffer a quarter as often; one short read brings it back to
 /// [`BATCH_SIZE`], and an idle connection gives a large buffer back.
-pub const MAX_BATCH: usize = 256 * 1024;
+pub(super) const MAX_BATCH: usize = 256 * 1024;
 /// Largest body decoded from the batch buffer when it is not complete yet; larger bodies are read
 /// straight into their own buffer.
-pub const MAX_BATCH_FRAME: usize = 32 * 1024;
+pub(super) const MAX_BATCH_FRAME: usize = 32 * 1024;
 /// The batch buffer is compacted when less than this is free at its end.
 const MIN_READ_ROOM: usize = 8 * 1024;
 /// Frames are sliced out of the batch buffer (instead of copied) when at least this many bytes
@@ -54,22 +52,10 @@ const SLICE_MIN_BATCH: usize = 16 * 1024;
 /// Most bytes a direct body buffer is allocated ahead of what has arrived, for bodies larger
 /// than the pool's largest class ([`crate::pool::POOL_MAX`]); smaller ones take pooled storage
 /// for the whole body (see `DirectBuf::Pooled`).
-pub const DIRECT_EAGER: usize = 4 * 1024 * 1024;
+pub(super) const DIRECT_EAGER: usize = 4 * 1024 * 1024;
 /// Largest body read into a mapping of its whole size (see `DirectBuf::Pooled`); larger ones
 /// grow with their bytes, so a peer's claim costs at most this much address space, never memory.
-pub const DIRECT_MAPPED_MAX: usize = 1 << 30;
-/// Bodies larger than this are written from their `Msg`, not copied into the send buffer.
-pub const LARGE_BODY: usize = 8 * 1024;
-/// A body at least this large is written in two steps: its first [`LEAD_BYTES`] (with whatever
-/// precedes it), then the rest. In one write, a message of more than about 16 loopback segments
-/// (1 MiB) waited in the kernel's pacing on this project's hosts (BBR) and took 1.5-2x libzmq's
-/// round trip; a short first write gets the receiver copying while the sender copies the rest.
-/// libzmq's encoder writes large frames in two steps too (its 8 KiB batch, then the rest).
-/// Same-host connections, which run reno (`transport::tune_same_host`), are not paced and
-/// write large bodies whole (the split cost them 10% of their 1 MiB throughput).
-pub const LEAD_SPLIT_MIN: usize = 256 * 1024;
-/// The first step of a split write (see [`LEAD_SPLIT_MIN`]): one loopback segment.
-pub const LEAD_BYTES: usize = 64 * 1024;
+pub(super) const DIRECT_MAPPED_MAX: usize = 1 << 30;
 const MAX_IOV: usize = 64;
 /// The send buffer gives memory back when it is empty and larger than this.
 const OUT_SHRINK_ABOVE: usize = 4 * 1024 * 1024;
@@ -131,13 +117,13 @@ impl Direct {
     }
 }
 
-/// The frame decoder and its receive buffers.
-pub(crate) struct Decoder {
+/// The frame decoder and its receive buffers; `O` opens frames once a cipher is installed.
+pub(crate) struct Decoder<O> {
     batch: Batch,
     direct: Option<Direct>,
     maxmsgsize: i64,
-    /// CURVE hook: opens every frame once the CURVE handshake is done.
-    opener: Option<Box<Opener>>,
+    /// Cipher hook (CURVE): opens every frame once the handshake is done.
+    opener: Option<Box<O>>,
     /// Frames decoded and given back ([`Decoder::unread`]): returned again, in order, first.
     unread: VecDeque<(u8, Msg)>,
 }
@@ -229,9 +215,9 @@ impl Batch {
     }
 }
 
-impl Decoder {
+impl<O: Open> Decoder<O> {
     /// A decoder enforcing `maxmsgsize` (negative: unlimited).
-    pub(crate) fn new(maxmsgsize: i64) -> Decoder {
+    pub(crate) fn new(maxmsgsize: i64) -> Decoder<O> {
         Decoder {
             batch: Batch::new(BATCH_SIZE),
             direct: None,
@@ -241,8 +227,8 @@ impl Decoder {
         }
     }
 
-    /// A fresh decoder with the same limits (no CURVE hook).
-    pub(crate) fn fresh(&self) -> Decoder {
+    /// A fresh decoder with the same limits (no cipher).
+    pub(crate) fn fresh(&self) -> Decoder<O> {
         Decoder::new(self.maxmsgsize)
     }
 
@@ -271,21 +257,8 @@ impl Decoder {
             return d.incomplete();
         }
         let p = self.batch.pending();
-        let Some(&flags) = p.first() else {
+        let Some((hdr, size)) = parse_header(p) else {
             return true;
-        };
-        let (hdr, size) = if flags & FLAG_LONG != 0 {
-            let Some(b) = p.get(1..9) else {
-                return true;
-            };
-            let mut s = [0u8; 8];
-            s.copy_from_slice(b);
-            (9, u64::from_be_bytes(s))
-        } else {
-            let Some(&b) = p.get(1) else {
-                return true;
-            };
-            (2, u64::from(b))
         };
         ((p.len() - hdr) as u64) < size
     }
@@ -295,13 +268,13 @@ impl Decoder {
         self.direct.as_ref().is_some_and(|d| d.incomplete())
     }
 
-    /// True once a CURVE hook is set.
+    /// True once a cipher is installed.
     pub(crate) fn has_opener(&self) -> bool {
         self.opener.is_some()
     }
 
-    /// CURVE hook: from now on every frame is a `MESSAGE` to open.
-    pub(crate) fn set_opener(&mut self, opener: Opener) {
+    /// Installs the cipher: from now on every frame is opened (CURVE: a `MESSAGE`).
+    pub(crate) fn set_opener(&mut self, opener: O) {
         self.opener = Some(Box::new(opener));
     }
 
@@ -424,18 +397,8 @@ impl Decoder {
         if flags & !FLAGS_KNOWN != 0 {
             return Err(ZmtpError::ReservedFlags(flags));
         }
-        let (hdr, size) = if flags & FLAG_LONG != 0 {
-            let Some(b) = avail.get(1..9) else {
-                return Ok(None);
-            };
-            let mut s = [0u8; 8];
-            s.copy_from_slice(b);
-            (9, u64::from_be_bytes(s))
-        } else {
-            let Some(&b) = avail.get(1) else {
-                return Ok(None);
-            };
-            (2, u64::from(b))
+        let Some((hdr, size)) = parse_header(avail) else {
+            return Ok(None);
         };
         if size > i64::MAX as u64 {
             return Err(ZmtpError::InvalidFrameSize(size));
@@ -493,20 +456,6 @@ impl Decoder {
     }
 }
 
-/// Writes the ZMTP frame header for a body of `len` bytes with `flags` (MORE, COMMAND) into
-/// `out`; returns its length (2, or 9 for bodies over 255 bytes).
-pub(crate) fn frame_header(flags: u8, len: usize, out: &mut [u8; 9]) -> usize {
-    if len > 255 {
-        out[0] = flags | FLAG_LONG;
-        out[1..9].copy_from_slice(&(len as u64).to_be_bytes());
-        9
-    } else {
-        out[0] = flags;
-        out[1] = len as u8;
-        2
-    }
-}
-
 /// A body kept by reference in the send queue, logically at `at` in the byte buffer.
 struct Large {
     at: usize,
@@ -514,21 +463,21 @@ struct Large {
     sent: usize,
 }
 
-/// Encoded output waiting for the transport.
-pub(crate) struct OutQueue {
+/// Encoded output waiting for the transport; `S` seals frames once a cipher is installed.
+pub(crate) struct OutQueue<S> {
     buf: Vec<u8>,
     pos: usize,
     large: VecDeque<Large>,
     large_bytes: usize,
-    /// CURVE hook: boxes every frame once the CURVE handshake is done.
-    sealer: Option<Box<Sealer>>,
+    /// Cipher hook (CURVE): seals every frame once the handshake is done.
+    sealer: Option<Box<S>>,
     /// Whether large bodies go out in two writes (see [`LEAD_SPLIT_MIN`]).
     split_large: bool,
 }
 
-impl OutQueue {
+impl<S: Seal> OutQueue<S> {
     /// An empty queue.
-    pub(crate) fn new() -> OutQueue {
+    pub(crate) fn new() -> OutQueue<S> {
         OutQueue {
             buf: Vec::with_capacity(4096),
             pos: 0,
@@ -549,19 +498,19 @@ impl OutQueue {
         self.split_large
     }
 
-    /// CURVE hook: from now on every frame goes out boxed in a `MESSAGE`.
-    pub(crate) fn set_sealer(&mut self, sealer: Sealer) {
+    /// Installs the cipher: from now on every frame goes out sealed (CURVE: in a `MESSAGE`).
+    pub(crate) fn set_sealer(&mut self, sealer: S) {
         self.sealer = Some(Box::new(sealer));
     }
 
     #[inline]
     fn header(&mut self, flags: u8, len: usize) {
-        let mut h = [0u8; 9];
+        let mut h = [0u8; MAX_HEADER_LEN];
         let n = frame_header(flags, len, &mut h);
         self.buf.extend_from_slice(&h[..n]);
     }
 
-    /// True once frames are sealed (CURVE).
+    /// True once frames are sealed (a cipher is installed).
     pub(crate) fn is_sealed(&self) -> bool {
         self.sealer.is_some()
     }
@@ -576,7 +525,7 @@ impl OutQueue {
         if let Some(s) = self.sealer.as_mut() {
             return s.seal_frame(&mut self.buf, flags, &[body]);
         }
-        self.buf.reserve(9 + body.len());
+        self.buf.reserve(MAX_HEADER_LEN + body.len());
         self.header(flags, body.len());
         self.buf.extend_from_slice(body);
     }
@@ -587,7 +536,7 @@ impl OutQueue {
             return s.seal_frame(&mut self.buf, flags, parts);
         }
         let len = parts.iter().map(|p| p.len()).sum();
-        self.buf.reserve(9 + len);
+        self.buf.reserve(MAX_HEADER_LEN + len);
         self.header(flags, len);
         for p in parts {
             self.buf.extend_from_slice(p);
@@ -742,6 +691,13 @@ impl OutQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::zmtp::cipher::Clear;
+    use crate::zmtp::frame::FLAG_LONG;
+
+    /// The record layer without a cipher: framing alone.
+    type Decoder = super::Decoder<Clear>;
+    /// See [`Decoder`].
+    type OutQueue = super::OutQueue<Clear>;
 
     fn feed(d: &mut Decoder, mut bytes: &[u8]) {
         while !bytes.is_empty() {

@@ -1,0 +1,122 @@
+//! The end of a connection: reporting it, reconnecting (connect side) or ending (accepted
+//! side), and the final teardown of a session.
+
+use super::{Fate, Io, Phase, Session};
+use crate::command::PeerPipe;
+use crate::engine::{Closed, Engine, Proto};
+use crate::monitor;
+use crate::msg::Msg;
+use crate::zmtp::{self, SocketType};
+
+impl Session {
+    /// The connection ended: report it, then reconnect (connect side) or end (accepted side).
+    pub(super) fn broken(&mut self, r: &mut impl Io, token: u64, why: Closed) -> Fate {
+        self.direct_kill();
+        let Some(mut e) = self.engine.take() else {
+            return Fate::Keep;
+        };
+        self.uncount(r);
+        let fd = e.fd();
+        let _ = r.registry().deregister(e.stream.source());
+        end_alt(r, &mut e, &why);
+        self.zap = None;
+        // Refused by authentication (ZAP said no, or the peer sent ERROR): as libzmq, whose
+        // session terminates on a protocol error, a connecting session does not try again.
+        let mut refused = false;
+        if self.phase != Phase::Up {
+            let rejected = matches!(&e.proto, Proto::Zmtp(z) if z.is_rejected());
+            refused =
+                rejected || matches!(&why, Closed::Protocol(zmtp::ZmtpError::PeerError { .. }));
+            // (RDMA required and not possible: NO_DETAIL with EPROTONOSUPPORT, before any
+            // message moved.)
+            if let Some((ev, val)) = crate::zap::handshake_failure_event(&why, rejected) {
+                self.setup.monitor.event(ev, val, &self.monitor_endpoint);
+            }
+        }
+        self.setup.monitor.event(
+            monitor::EVENT_DISCONNECTED,
+            fd as u32,
+            &self.monitor_endpoint,
+        );
+        let stream_notify =
+            self.setup.socket_type == SocketType::Stream && self.setup.options.stream_notify;
+        drop(e);
+        if self.connect.is_none()
+            || refused
+            || self.setup.options.immediate
+            || self.setup.socket_type == SocketType::Stream
+        {
+            // The pipe dies with the connection.
+            if let Some(p) = self.pipe.take() {
+                let PeerPipe {
+                    mut to_socket,
+                    from_socket,
+                } = p;
+                if stream_notify && self.phase == Phase::Up {
+                    let _ = to_socket.try_write(Msg::new());
+                }
+                drop(from_socket);
+                drop(to_socket);
+            }
+            if self.connect.is_none() || refused {
+                return Fate::Remove;
+            }
+        } else if let Some(p) = &mut self.pipe {
+            // A multipart message cut in half is not resent: skip what remains of it.
+            self.drop_partial = p.from_socket.in_multipart();
+            p.to_socket.rollback();
+        }
+        self.phase = Phase::Down;
+        if self.socket_closed {
+            if let Some(p) = &self.pipe {
+                if p.from_socket.is_finished() {
+                    return Fate::Remove;
+                }
+            } else {
+                return Fate::Remove;
+            }
+        }
+        self.retry_later(r, token)
+    }
+
+    /// Final cleanup when the session is removed (the thread forgets it in its listener).
+    pub(crate) fn teardown(&mut self, r: &mut impl Io) {
+        self.direct_kill();
+        if let Some(mut e) = self.engine.take() {
+            self.uncount(r);
+            let _ = r.registry().deregister(e.stream.source());
+            end_alt(r, &mut e, &Closed::Local);
+            if self.phase == Phase::Up || self.connect.is_none() {
+                self.setup.monitor.event(
+                    monitor::EVENT_DISCONNECTED,
+                    e.fd() as u32,
+                    &self.monitor_endpoint,
+                );
+            }
+        }
+        if let Some(ci) = self.connect.as_mut() {
+            if let Some(mut s) = ci.pending.take() {
+                let _ = r.registry().deregister(&mut s);
+            }
+        }
+        self.pipe = None;
+    }
+}
+
+/// Deregisters a connection's alternative path (before it is dropped) and logs its counters.
+fn end_alt(r: &mut impl Io, e: &mut Engine, why: &Closed) {
+    if let Some(u) = e.upgrade.as_ref() {
+        if let Some(fd) = u.fd() {
+            let _ = r.registry().deregister(&mut mio::unix::SourceFd(&fd));
+            let why = match why {
+                Closed::Eof => "peer closed".to_string(),
+                Closed::Io(e) => format!("I/O error: {e}"),
+                Closed::Protocol(e) => format!("protocol error: {e}"),
+                Closed::Local => "closed here".to_string(),
+                Closed::Upgrade(w) => w.clone(),
+                Closed::Alt(e) => format!("RDMA failure: {e}"),
+            };
+            u.report_end(&why);
+        }
+    }
+}
