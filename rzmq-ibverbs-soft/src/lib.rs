@@ -24,7 +24,8 @@
 //! `missing_safety_doc` allowance: the contract is the C API's, stated once here.)
 #![allow(clippy::missing_safety_doc)]
 
-mod abi;
+/// The `verbs.h` structures and constants, as the exported functions take and return them.
+pub mod abi;
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CStr;

@@ -2,6 +2,7 @@
 //! (rdma-core's `verbs.h`): sizes, alignments and every field's offset.
 
 #[path = "../src/abi.rs"]
+#[allow(unreachable_pub)] // the library's public module, compiled here as a private one
 mod abi;
 
 use std::mem::{align_of, offset_of, size_of};

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rzmq_core::msg::{Msg, FLAG_COMMAND, FLAG_MORE};
+use rzmq_core::msg::{Msg, MSG_COMMAND, MSG_MORE};
 
 use crate::fd::EventFd;
 use crate::mr_cache::{CacheStats, CachedMr, MrCache};
@@ -99,12 +99,18 @@ impl Default for DataPathConfig {
 }
 
 impl DataPathConfig {
-    /// Defaults with `RZMQ_RDMA_RNDV_THRESHOLD` and `RZMQ_RDMA_MR_CACHE` applied.
+    /// Defaults with `RZMQ_RDMA_RNDV_THRESHOLD`, `RZMQ_RDMA_MR_CACHE` and `RZMQ_RDMA_MW`
+    /// applied ([`crate::RdmaOptions::from_env`]).
     pub fn from_env() -> DataPathConfig {
+        DataPathConfig::from_options(&crate::RdmaOptions::from_env().unwrap_or_default())
+    }
+
+    /// Defaults with the options' rendezvous threshold, registration cache and memory windows.
+    pub fn from_options(o: &crate::RdmaOptions) -> DataPathConfig {
         DataPathConfig {
-            rndv_threshold: crate::rndv::threshold_from_env(),
-            mr_cache: MrCache::enabled_from_env(),
-            use_mws: std::env::var("RZMQ_RDMA_MW").map_or(true, |v| v != "0"),
+            rndv_threshold: o.rndv_threshold,
+            mr_cache: o.mr_cache,
+            use_mws: o.mw,
             ..DataPathConfig::default()
         }
     }
@@ -566,7 +572,7 @@ impl DataPath {
     /// slots); retry after [`DataPath::process`]. Call [`DataPath::flush`] after a burst.
     pub fn send(&mut self, msg: Msg) -> Result<Option<Msg>, DataPathError> {
         self.check()?;
-        let flags = msg.flags() & (FLAG_MORE | FLAG_COMMAND);
+        let flags = msg.flags() & (MSG_MORE | MSG_COMMAND);
         let len = msg.len();
         let ring = self.ring.as_mut().expect("checked");
         if len <= self.eager_max {
@@ -870,8 +876,8 @@ impl DataPath {
             match rec.kind {
                 Kind::Data => {
                     let mut m = Msg::copy_from(rec.data);
-                    m.set_more(rec.flags & FLAG_MORE != 0);
-                    m.set_command(rec.flags & FLAG_COMMAND != 0);
+                    m.set_more(rec.flags & MSG_MORE != 0);
+                    m.set_command(rec.flags & MSG_COMMAND != 0);
                     self.stats.copies += 1;
                     self.stats.copied_bytes += rec.data.len() as u64;
                     self.inbox.push_ready(m);

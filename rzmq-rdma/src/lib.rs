@@ -20,6 +20,11 @@ pub mod provider;
 pub mod region;
 pub mod ring;
 pub mod rndv;
+pub mod settings;
+/// Not part of the API: entry points for fuzz targets and tests; may change without notice.
+#[doc(hidden)]
+pub mod testing;
 pub mod upgrade;
 
-pub use upgrade::install;
+pub use settings::RdmaOptions;
+pub use upgrade::{install, install_with, set_mode};

@@ -166,10 +166,10 @@ impl MrCache {
         }
     }
 
-    /// `RZMQ_RDMA_MR_CACHE`: `Some(false)` for `0`, `Some(true)` for any other value, `None`
-    /// when unset (the data path then decides per provider).
+    /// `RZMQ_RDMA_MR_CACHE` ([`crate::RdmaOptions::from_env`]): `Some(false)` off,
+    /// `Some(true)` on, `None` when unset (the data path then decides per provider).
     pub fn enabled_from_env() -> Option<bool> {
-        std::env::var("RZMQ_RDMA_MR_CACHE").ok().map(|v| v != "0")
+        crate::RdmaOptions::from_env().map_or(None, |o| o.mr_cache)
     }
 
     /// A registration covering exactly `addr..addr+len` with at least `access`.
@@ -284,7 +284,7 @@ pub(crate) mod tests {
     use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
     /// A registrar that hands out fake MRs and counts live registrations.
-    pub struct FakeReg {
+    pub(crate) struct FakeReg {
         pub live: Arc<AtomicUsize>,
         pub next: AtomicU32,
     }
@@ -325,7 +325,7 @@ pub(crate) mod tests {
     }
 
     impl FakeReg {
-        pub fn new() -> (FakeReg, Arc<AtomicUsize>) {
+        pub(crate) fn new() -> (FakeReg, Arc<AtomicUsize>) {
             let live = Arc::new(AtomicUsize::new(0));
             (
                 FakeReg {

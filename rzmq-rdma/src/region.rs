@@ -31,7 +31,7 @@ impl Region {
     /// Allocates `len` zeroed bytes (at least one page is reserved for `len == 0`).
     pub fn new(len: usize) -> Region {
         if len >= MMAP_MIN {
-            if let Some(ptr) = rzmq_core::pool::map_anon(len) {
+            if let Some(ptr) = rzmq_core::alt::map_anon(len) {
                 return Region { ptr, len };
             }
             let layout = Layout::from_size_align(len, ALIGN).expect("region layout");

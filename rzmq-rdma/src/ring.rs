@@ -714,7 +714,10 @@ impl Ring {
     fn standalone_credits_due(&self) -> bool {
         let cur = self.current_credits();
         let unadvertised = cur.consumed - self.advertised.consumed;
-        let peer_budget = self.advertised.recvs_posted - self.recvs_done;
+        // Saturating: a peer that sent more notifications than we advertised (it may not, but
+        // on_recv only bounds them by what we posted) has no budget left, and must not wrap it
+        // (found by fuzz/fuzz_targets/rdma_ring.rs).
+        let peer_budget = self.advertised.recvs_posted.saturating_sub(self.recvs_done);
         let new_recvs = cur.recvs_posted - self.advertised.recvs_posted;
         unadvertised >= u64::from(self.cfg.size / 4)
             || (self.tail == self.avail && unadvertised > 0)

@@ -24,14 +24,12 @@ use crate::provider::{self, Access, Mr};
 use crate::region::Region;
 
 /// Default threshold above which frames travel by rendezvous (`RZMQ_RDMA_RNDV_THRESHOLD`).
-pub const DEFAULT_THRESHOLD: usize = 64 * 1024;
+pub const DEFAULT_THRESHOLD: usize = crate::settings::DEFAULT_RNDV_THRESHOLD;
 
-/// The threshold from `RZMQ_RDMA_RNDV_THRESHOLD` (bytes), else [`DEFAULT_THRESHOLD`].
+/// The threshold from `RZMQ_RDMA_RNDV_THRESHOLD` (bytes; [`crate::RdmaOptions::from_env`]),
+/// else [`DEFAULT_THRESHOLD`].
 pub fn threshold_from_env() -> usize {
-    std::env::var("RZMQ_RDMA_RNDV_THRESHOLD")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_THRESHOLD)
+    crate::RdmaOptions::from_env().map_or(DEFAULT_THRESHOLD, |o| o.rndv_threshold)
 }
 
 /// Bytes of an encoded descriptor.
@@ -476,8 +474,8 @@ impl Pool {
         // SAFETY: ptr..ptr+len lies in the region owned by `buf`, which the release closure
         // keeps alive until the message's last owner runs it; the READ into it has completed.
         let mut m = unsafe { Msg::from_external(ptr, len, Some(release)) };
-        m.set_more(flags & rzmq_core::msg::FLAG_MORE != 0);
-        m.set_command(flags & rzmq_core::msg::FLAG_COMMAND != 0);
+        m.set_more(flags & rzmq_core::msg::MSG_MORE != 0);
+        m.set_command(flags & rzmq_core::msg::MSG_COMMAND != 0);
         m
     }
 
@@ -625,7 +623,7 @@ mod tests {
         assert_eq!(pool.stats().total, 256 * 1024, "over-bound buffer kept");
         released.store(0, std::sync::atomic::Ordering::SeqCst);
         let pa = a.addr();
-        let m = pool.into_msg(a, 100_000, rzmq_core::msg::FLAG_MORE);
+        let m = pool.into_msg(a, 100_000, rzmq_core::msg::MSG_MORE);
         assert!(m.more());
         assert_eq!(
             m.data().as_ptr() as u64,

@@ -1,25 +1,20 @@
 //! The upgrader rzmq-core's engine calls: decides whether a tcp connection moves to RDMA, and
 //! builds its [`DataPath`] (rzmq-core's [`rzmq_core::alt`] protocol carries the blobs).
 //!
-//! Environment (read once, at [`install`]):
-//! - `RZMQ_RDMA`: `auto` (default: upgrade when both ends can), `off`, `require` (a tcp
-//!   connection that cannot upgrade is refused and reported);
-//! - `RZMQ_RDMA_PROVIDER`: `ibverbs`, `soft`, or `auto` (ibverbs when it lists a device, else
-//!   no RDMA);
-//! - `RZMQ_RDMA_LOG=1`: one line on stderr per connection: the transport chosen (and why not
-//!   RDMA), and the counters when an RDMA connection ends;
-//! - `RZMQ_RDMA_EVENTS=1`: the same as [`rzmq_core::monitor::EVENT_TRANSPORT`] monitor events;
-//! - the data path's tunables ([`DataPathConfig::from_env`]) and the providers' own
-//!   (`RZMQ_RDMA_DEVICE`, `RZMQ_RDMA_PORT`, `RZMQ_RDMA_GID_INDEX`, `RZMQ_SOFT_LISTEN`,
-//!   `RZMQ_SOFT_ADVERTISE`).
+//! Settings: [`RdmaOptions`] ([`install_with`]), whose defaults the environment gives
+//! ([`install`]; docs/SETTINGS.md): the mode (`auto`: upgrade when both ends can, `off`,
+//! `require`: a tcp connection that cannot upgrade is refused and reported; changeable later
+//! with [`set_mode`]), the provider, per-connection log lines and transport monitor events
+//! ([`rzmq_core::monitor::EVENT_TRANSPORT`]), the data path's tunables and the providers' own.
 //!
-//! The soft provider, unless `RZMQ_SOFT_LISTEN` says otherwise, opens one device per local IP
+//! The soft provider, unless `soft_listen` (`RZMQ_SOFT_LISTEN`) says otherwise, opens one device per local IP
 //! address that tcp connections use, listening on that address: the wire then follows the
 //! control connection's route, so two network namespaces joined by veth need no setting.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, Once};
 
 use rzmq_core::alt::{self, AltError, AltPath, AltStats, HalfPath, Mode, Upgrader};
@@ -28,6 +23,7 @@ use rzmq_core::msg::Msg;
 use crate::datapath::{ConnectInfo, DataPath, DataPathConfig, DataPathError};
 use crate::provider::soft::{SoftConfig, SoftProvider, WireAddr};
 use crate::provider::{self, Device, Provider, ProviderKind};
+use crate::settings::RdmaOptions;
 
 /// Version of the upgrade blobs and of the advertised property.
 const VERSION: &str = "1";
@@ -43,20 +39,19 @@ pub struct RdmaUpgrader {
     events: bool,
 }
 
-fn env_flag(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
 impl RdmaUpgrader {
-    /// Reads the environment. A bad `RZMQ_RDMA` value is an error; a provider that cannot be
-    /// used is not (connections then stay on TCP, or are refused under `require`, with the
-    /// reason).
+    /// From the environment ([`RdmaOptions::from_env`]). A bad `RZMQ_RDMA` value is an error; a
+    /// provider that cannot be used is not (connections then stay on TCP, or are refused under
+    /// `require`, with the reason).
     pub fn from_env() -> Result<RdmaUpgrader, AltError> {
-        let mode_s = std::env::var("RZMQ_RDMA").unwrap_or_default();
-        let mode = Mode::parse(&mode_s).ok_or_else(|| {
-            AltError(format!("RZMQ_RDMA={mode_s}: expected auto, off or require"))
-        })?;
-        let provider = match provider::from_env() {
+        let o = RdmaOptions::from_env().map_err(|e| AltError(e.to_string()))?;
+        Ok(RdmaUpgrader::from_options(&o))
+    }
+
+    /// From typed options; a provider that cannot be used is not an error (see
+    /// [`RdmaUpgrader::from_env`]).
+    pub fn from_options(o: &RdmaOptions) -> RdmaUpgrader {
+        let provider = match provider::from_options(o) {
             Ok(Some(p)) => Ok(p),
             Ok(None) => Err(
                 "no RDMA device (RZMQ_RDMA_PROVIDER=soft selects the software provider)"
@@ -64,15 +59,15 @@ impl RdmaUpgrader {
             ),
             Err(e) => Err(format!("RDMA provider unavailable: {e}")),
         };
-        Ok(RdmaUpgrader {
-            mode,
+        RdmaUpgrader {
+            mode: o.mode,
             provider,
-            soft_per_address: std::env::var_os("RZMQ_SOFT_LISTEN").is_none(),
+            soft_per_address: o.soft_listen.is_none(),
             devices: Mutex::new(HashMap::new()),
-            cfg: DataPathConfig::from_env(),
-            log: env_flag("RZMQ_RDMA_LOG"),
-            events: env_flag("RZMQ_RDMA_EVENTS"),
-        })
+            cfg: DataPathConfig::from_options(o),
+            log: o.log,
+            events: o.events,
+        }
     }
 
     fn kind(&self) -> Result<ProviderKind, AltError> {
@@ -114,7 +109,7 @@ impl RdmaUpgrader {
 
 impl Upgrader for RdmaUpgrader {
     fn mode(&self) -> Mode {
-        self.mode
+        mode_override().unwrap_or(self.mode)
     }
 
     fn advertise(&self) -> Result<Vec<u8>, AltError> {
@@ -252,4 +247,80 @@ pub fn install() {
         }
         Err(e) => eprintln!("rzmq: {e}; RDMA disabled"),
     });
+}
+
+/// Installs the RDMA upgrader for this process with these options instead of the
+/// environment's; returns false when one was installed already (the first install wins: the
+/// upgrader is process-wide, see [`crate::settings`]). Call it before creating sockets.
+pub fn install_with(o: &RdmaOptions) -> bool {
+    let mut done = false;
+    INSTALL.call_once(|| done = alt::install(Arc::new(RdmaUpgrader::from_options(o))));
+    done
+}
+
+/// [`set_mode`]'s value: 0 none (the installed options' mode), else the mode's number + 1.
+static MODE: AtomicU8 = AtomicU8::new(0);
+
+/// A mode's number in the C ABI's `ZMQ_RDMA_MODE` (0 off, 1 auto, 2 require).
+pub fn mode_number(m: Mode) -> i32 {
+    match m {
+        Mode::Off => 0,
+        Mode::Auto => 1,
+        Mode::Require => 2,
+    }
+}
+
+/// The mode of `ZMQ_RDMA_MODE`'s number (0 off, 1 auto, 2 require).
+pub fn mode_of_number(n: i32) -> Option<Mode> {
+    [Mode::Off, Mode::Auto, Mode::Require]
+        .get(usize::try_from(n).ok()?)
+        .copied()
+}
+
+/// Changes the installed upgrader's mode for connections made from now on, in this process
+/// (`zmq_ctx_set(ctx, ZMQ_RDMA_MODE, ..)`).
+pub fn set_mode(m: Mode) {
+    MODE.store(mode_number(m) as u8 + 1, Ordering::Relaxed);
+}
+
+fn mode_override() -> Option<Mode> {
+    mode_of_number(i32::from(MODE.load(Ordering::Relaxed)) - 1)
+}
+
+/// The mode connections get now: [`set_mode`]'s, else the installed upgrader's; `Off` when
+/// none is installed.
+pub fn mode() -> Mode {
+    alt::upgrader().map_or(Mode::Off, |u| u.mode())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::ProviderChoice;
+
+    #[test]
+    fn mode_numbers_round_trip() {
+        for m in [Mode::Off, Mode::Auto, Mode::Require] {
+            assert_eq!(mode_of_number(mode_number(m)), Some(m));
+        }
+        assert_eq!(mode_of_number(3), None);
+        assert_eq!(mode_of_number(-1), None);
+    }
+
+    #[test]
+    fn an_upgrader_from_typed_options() {
+        let u = RdmaUpgrader::from_options(&RdmaOptions {
+            provider: ProviderChoice::Soft,
+            log: true,
+            ..RdmaOptions::default()
+        });
+        assert_eq!(u.advertise().unwrap(), b"1 soft");
+        assert!(u.log_enabled() && !u.events_enabled());
+        let broken = RdmaUpgrader::from_options(&RdmaOptions {
+            provider_error: Some("RZMQ_SOFT_CMA=\"2\": expected on/off".into()),
+            ..RdmaOptions::default()
+        });
+        let e = broken.advertise().unwrap_err();
+        assert!(e.0.contains("RZMQ_SOFT_CMA"), "{e}");
+    }
 }

@@ -51,13 +51,30 @@ fn verbs(call: &'static str, rc: i32) -> Result<()> {
 }
 
 /// The ibverbs provider.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct IbvProvider;
+#[derive(Debug, Default, Clone)]
+pub struct IbvProvider {
+    /// Device to open when none is named (`RZMQ_RDMA_DEVICE`; `None`: the first).
+    device: Option<String>,
+    /// Port (`RZMQ_RDMA_PORT`; `None`: 1).
+    port: Option<u8>,
+    /// GID index (`RZMQ_RDMA_GID_INDEX`; `None`: the first RoCE v2 GID on Ethernet, else 0).
+    gid_index: Option<u32>,
+}
 
 impl IbvProvider {
-    /// The provider (nothing is loaded or opened until it is used).
+    /// The provider with the environment's device, port and GID index (nothing is loaded or
+    /// opened until it is used).
     pub fn new() -> IbvProvider {
-        IbvProvider
+        IbvProvider::with_options(&crate::RdmaOptions::from_env().unwrap_or_default())
+    }
+
+    /// The provider with the options' device, port and GID index.
+    pub fn with_options(o: &crate::RdmaOptions) -> IbvProvider {
+        IbvProvider {
+            device: o.device.clone(),
+            port: o.port,
+            gid_index: o.gid_index,
+        }
     }
 }
 
@@ -109,16 +126,6 @@ impl Drop for DevList {
     }
 }
 
-fn env_u32(name: &str) -> Result<Option<u32>> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .map(Some)
-            .map_err(|_| Error::InvalidArgument("RZMQ_RDMA_PORT / RZMQ_RDMA_GID_INDEX")),
-        Err(_) => Ok(None),
-    }
-}
-
 impl Provider for IbvProvider {
     fn kind(&self) -> ProviderKind {
         ProviderKind::Ibverbs
@@ -136,9 +143,7 @@ impl Provider for IbvProvider {
 
     fn open(&self, name: Option<&str>) -> Result<Arc<dyn Device>> {
         let l = DevList::get()?;
-        let want = name
-            .map(str::to_owned)
-            .or_else(|| std::env::var("RZMQ_RDMA_DEVICE").ok());
+        let want = name.map(str::to_owned).or_else(|| self.device.clone());
         let found = l
             .devices()
             .find(|(_, n)| want.as_deref().is_none_or(|w| w == n));
@@ -158,15 +163,14 @@ impl Provider for IbvProvider {
         }
         let ctx = Arc::new(Ctx(ctx));
         drop(l);
-        let port = env_u32("RZMQ_RDMA_PORT")?.unwrap_or(1);
-        let port = u8::try_from(port).map_err(|_| Error::InvalidArgument("RZMQ_RDMA_PORT"))?;
+        let port = self.port.unwrap_or(1);
         let pa = query_port_raw(&ctx, port)?;
         if pa.state != sys::ibv_port_state::IBV_PORT_ACTIVE {
             return Err(Error::NoDevice(format!(
                 "{dname} port {port} is not active"
             )));
         }
-        let gid_index = match env_u32("RZMQ_RDMA_GID_INDEX")? {
+        let gid_index = match self.gid_index {
             Some(i) => i,
             None if pa.link_layer == LINK_LAYER_ETHERNET => {
                 pick_roce_v2_gid(&ctx, port, pa.gid_tbl_len.max(0) as u32)
@@ -592,8 +596,9 @@ impl Cq for IbvCq {
                     // The opcode is undefined on errors; report Send then.
                     opcode: WcOpcode::from_raw(w.opcode).unwrap_or(WcOpcode::Send),
                     byte_len: w.byte_len,
-                    // SAFETY: with IBV_WC_WITH_IMM the union holds the immediate (big-endian).
                     imm_data: with_imm.then(|| {
+                        // SAFETY: with IBV_WC_WITH_IMM the union holds the immediate
+                        // (big-endian).
                         u32::from_be(unsafe { w.imm_data_invalidated_rkey_union.imm_data })
                     }),
                     qp_num: w.qp_num,
@@ -1016,7 +1021,7 @@ mod tests {
         let p = IbvProvider::new();
         let devices = p.devices();
         let present = matches!(&devices, Ok(d) if !d.is_empty());
-        if present || std::env::var("RZMQ_RDMA_EXPECT_DEVICE").is_ok() {
+        if present || crate::settings::expect_device() {
             // Real hardware (or an emulated libibverbs): opening must work instead.
             assert!(p.open(None).is_ok());
             return;

@@ -14,24 +14,28 @@
 //! inline limits, PSNs, timeouts, fault injection (use [`super::soft`] for those). A CQ's
 //! completion fd is an eventfd written when an armed CQ gets a completion, as in `soft`.
 //!
+//! The verbs rules are soft's, not a copy: key entries and their range and rights check
+//! (`MrEntry::covers`), the state table of `modify` (`transition_ok`), what a post meets in
+//! each QP state (`send_admission`, `recv_admission`) and the memory-window bind rules
+//! (`window_fits`).
+//!
 //! Selected with `RZMQ_RDMA_PROVIDER=loopback` (both ends in one process, e.g. two contexts).
 
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
+use super::soft::{
+    lock, recv_admission, send_admission, transition_ok, window_fits, Admission, MrEntry,
+};
 use super::{
     Access, Cq, Device, DeviceInfo, Endpoint, Error, Gid, LinkLayer, ModifyQp, Mr, Mtu, Mw, Pd,
     PortAttr, PostError, Provider, ProviderKind, Qp, QpCaps, QpInit, QpState, RecvWr, Result,
     SendFlags, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
 use crate::fd::EventFd;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// QPs of the process by number (an RTR looks its peer up here).
 fn qps() -> &'static Mutex<HashMap<u32, Weak<QpShared>>> {
@@ -125,33 +129,31 @@ impl Device for LoopbackDevice {
     }
 }
 
-/// A key's grant: a registration (lkey and rkey alike) or a bound memory window (rkey only).
-#[derive(Clone, Copy)]
-struct Grant {
-    addr: u64,
-    len: u64,
-    access: Access,
-}
+/// A PD's keys: registrations (lkey and rkey alike) and bound memory windows (rkey only), as
+/// soft's entries; one table per PD, so their `pdn` is 0 and never compared.
+type Keys = Arc<RwLock<HashMap<u32, MrEntry>>>;
 
-type Keys = Arc<RwLock<HashMap<u32, Grant>>>;
-
-fn read_keys(k: &Keys) -> std::sync::RwLockReadGuard<'_, HashMap<u32, Grant>> {
+fn read_keys(k: &Keys) -> std::sync::RwLockReadGuard<'_, HashMap<u32, MrEntry>> {
     k.read().unwrap_or_else(|e| e.into_inner())
 }
 
-fn write_keys(k: &Keys) -> std::sync::RwLockWriteGuard<'_, HashMap<u32, Grant>> {
+fn write_keys(k: &Keys) -> std::sync::RwLockWriteGuard<'_, HashMap<u32, MrEntry>> {
     k.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Whether `key` grants `need` over `addr..addr+len` in `keys`.
-fn granted(keys: &HashMap<u32, Grant>, key: u32, addr: u64, len: u64, need: Access) -> bool {
-    keys.get(&key).is_some_and(|g| {
-        g.access.contains(need)
-            && addr >= g.addr
-            && addr
-                .checked_add(len)
-                .is_some_and(|end| end <= g.addr + g.len)
-    })
+fn granted(keys: &HashMap<u32, MrEntry>, key: u32, addr: u64, len: u64, need: Access) -> bool {
+    keys.get(&key).is_some_and(|g| g.covers(addr, len, need))
+}
+
+/// The entry of a registration or window binding (`pdn` 0: see [`Keys`]).
+fn grant(addr: u64, len: u64, access: Access) -> MrEntry {
+    MrEntry {
+        addr,
+        len,
+        access,
+        pdn: 0,
+    }
 }
 
 struct LoopbackPd {
@@ -161,12 +163,8 @@ struct LoopbackPd {
 impl Pd for LoopbackPd {
     unsafe fn reg_mr(&self, addr: *mut u8, len: usize, access: Access) -> Result<Arc<dyn Mr>> {
         let key = NEXT_KEY.fetch_add(0x100, Ordering::Relaxed);
-        let grant = Grant {
-            addr: addr as u64,
-            len: len as u64,
-            // Local reads are always allowed (send sources).
-            access,
-        };
+        // Local reads are always allowed (send sources).
+        let grant = grant(addr as u64, len as u64, access);
         write_keys(&self.keys).insert(key, grant);
         Ok(Arc::new(LoopbackMr {
             keys: self.keys.clone(),
@@ -215,7 +213,7 @@ impl Pd for LoopbackPd {
 struct LoopbackMr {
     keys: Keys,
     key: u32,
-    grant: Grant,
+    grant: MrEntry,
 }
 
 impl Mr for LoopbackMr {
@@ -499,15 +497,7 @@ impl Qp for LoopbackQp {
     fn modify(&self, attr: &ModifyQp) -> Result<()> {
         let from = self.qp.state();
         let to = attr.target();
-        let ok = matches!(
-            (from, attr),
-            (QpState::Reset, ModifyQp::Init(_))
-                | (QpState::Init, ModifyQp::Rtr(_))
-                | (QpState::Rtr, ModifyQp::Rts(_))
-                | (_, ModifyQp::Err)
-                | (_, ModifyQp::Reset)
-        );
-        if !ok {
+        if !transition_ok(from, to) {
             return Err(Error::InvalidTransition { from, to });
         }
         match attr {
@@ -534,7 +524,7 @@ impl Qp for LoopbackQp {
 
     unsafe fn post_send(&self, wrs: &[SendWr<'_>]) -> std::result::Result<(), PostError> {
         let state = self.qp.state();
-        if state != QpState::Rts && state != QpState::Err {
+        if send_admission(state) == Admission::Refuse {
             return Err(PostError {
                 index: 0,
                 error: Error::InvalidState {
@@ -570,27 +560,29 @@ impl Qp for LoopbackQp {
 
     fn post_recv(&self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
         let state = self.qp.state();
-        if state == QpState::Reset {
-            return Err(PostError {
+        match recv_admission(state) {
+            Admission::Refuse => Err(PostError {
                 index: 0,
                 error: Error::InvalidState {
                     op: "post_recv",
                     state,
                 },
-            });
-        }
-        if state == QpState::Err {
-            let cq = cq_of(&self.qp.recv_cq);
-            for wr in wrs {
-                cq.push(
-                    self.qp
-                        .wc(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0),
-                );
+            }),
+            Admission::Flush => {
+                let cq = cq_of(&self.qp.recv_cq);
+                for wr in wrs {
+                    cq.push(
+                        self.qp
+                            .wc(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0),
+                    );
+                }
+                Ok(())
             }
-            return Ok(());
+            Admission::Execute => {
+                lock(&self.qp.rq).extend(wrs.iter().map(|w| w.wr_id));
+                Ok(())
+            }
         }
-        lock(&self.qp.rq).extend(wrs.iter().map(|w| w.wr_id));
-        Ok(())
     }
 
     fn bind_mw(
@@ -606,10 +598,7 @@ impl Qp for LoopbackQp {
             .as_any()
             .downcast_ref::<LoopbackMw>()
             .ok_or(Error::InvalidArgument("window of another provider"))?;
-        if !mr.access().contains(Access::MW_BIND)
-            || addr < mr.addr()
-            || addr + len > mr.addr() + mr.len() as u64
-        {
+        if !window_fits(mr.addr(), mr.len() as u64, mr.access(), addr, len, access) {
             return Err(Error::InvalidArgument(
                 "bind outside the MR or without MW_BIND",
             ));
@@ -619,7 +608,7 @@ impl Qp for LoopbackQp {
         keys.remove(&old);
         let rkey = super::inc_rkey(old);
         mw.rkey.store(rkey, Ordering::Relaxed);
-        keys.insert(rkey, Grant { addr, len, access });
+        keys.insert(rkey, grant(addr, len, access));
         Ok(rkey)
     }
 

@@ -1051,32 +1051,43 @@ pub trait Qp: Send + Sync {
     fn as_any(&self) -> &dyn Any;
 }
 
-/// The provider named by `RZMQ_RDMA_PROVIDER` (`soft`, `ibverbs`, `loopback`, or `auto`/unset:
-/// ibverbs when it lists a device, else `None`, so that `auto` leaves connections on TCP).
+/// The provider named by `RZMQ_RDMA_PROVIDER` ([`from_options`] of
+/// [`crate::RdmaOptions::from_env`]).
 pub fn from_env() -> Result<Option<Box<dyn Provider>>> {
-    let v = std::env::var("RZMQ_RDMA_PROVIDER").unwrap_or_default();
-    match v.as_str() {
-        "soft" => Ok(Some(Box::new(soft::SoftProvider::from_env()?))),
-        "loopback" => Ok(Some(Box::new(loopback::LoopbackProvider))),
+    match crate::RdmaOptions::from_env() {
+        Ok(o) => from_options(&o),
+        Err(e) => Err(Error::NoDevice(e.to_string())),
+    }
+}
+
+/// The provider the options name (`soft`, `ibverbs`, `loopback`, or `auto`: ibverbs when it
+/// lists a device, else `None`, so that `auto` leaves connections on TCP).
+pub fn from_options(o: &crate::RdmaOptions) -> Result<Option<Box<dyn Provider>>> {
+    use crate::settings::ProviderChoice;
+    if let Some(e) = &o.provider_error {
+        return Err(Error::NoDevice(e.clone()));
+    }
+    match o.provider {
+        ProviderChoice::Soft => Ok(Some(Box::new(soft::SoftProvider::new(
+            soft::SoftConfig::from_options(o),
+        )))),
+        ProviderChoice::Loopback => Ok(Some(Box::new(loopback::LoopbackProvider))),
         #[cfg(feature = "ibverbs")]
-        "ibverbs" => Ok(Some(Box::new(ibverbs::IbvProvider::new()))),
+        ProviderChoice::Ibverbs => Ok(Some(Box::new(ibverbs::IbvProvider::with_options(o)))),
         #[cfg(not(feature = "ibverbs"))]
-        "ibverbs" => Err(Error::Unsupported(
+        ProviderChoice::Ibverbs => Err(Error::Unsupported(
             "rzmq-rdma built without the ibverbs feature",
         )),
-        "" | "auto" => {
+        ProviderChoice::Auto => {
             #[cfg(feature = "ibverbs")]
             {
-                let p = ibverbs::IbvProvider::new();
+                let p = ibverbs::IbvProvider::with_options(o);
                 if p.devices().map(|d| !d.is_empty()).unwrap_or(false) {
                     return Ok(Some(Box::new(p)));
                 }
             }
             Ok(None)
         }
-        _ => Err(Error::InvalidArgument(
-            "RZMQ_RDMA_PROVIDER must be auto, soft, ibverbs or loopback",
-        )),
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use rzmq_core::msg::Msg;
 
 /// An external frame (as zmq_msg_init_data) whose release callback counts into `released`.
-pub fn external(data: Vec<u8>, released: &Arc<AtomicUsize>) -> Msg {
+pub(crate) fn external(data: Vec<u8>, released: &Arc<AtomicUsize>) -> Msg {
     let mut data = data.into_boxed_slice();
     let (ptr, len) = (data.as_mut_ptr(), data.len());
     let r = released.clone();
