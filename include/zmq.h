@@ -289,6 +289,24 @@ ZMQ_EXPORT const char *zmq_msg_gets (const zmq_msg_t *msg_,
 #define ZMQ_GSSAPI_SERVICE_PRINCIPAL_NAMETYPE 91
 #define ZMQ_BINDTODEVICE 92
 
+/* rzmq's own options, in a private range libzmq does not use (0x525A.... "RZ"); their
+   defaults come from RZMQ_* environment variables (docs/SETTINGS.md). Socket options
+   (zmq_setsockopt / zmq_getsockopt, int): */
+#define ZMQ_RZMQ_DIRECT 0x525A0001
+#define ZMQ_RZMQ_DIRECT_RX 0x525A0002
+#define ZMQ_RZMQ_BUSY_POLL_US 0x525A0003
+#define ZMQ_RZMQ_FRAMED 0x525A0004
+#define ZMQ_RZMQ_FRAMED_NAP_US 0x525A0005
+#define ZMQ_RZMQ_FRAMED_NAP_EMPTY 0x525A0006
+#define ZMQ_RDMA_CURVE_PLAINTEXT 0x525A0007
+/* Context options (zmq_ctx_set / zmq_ctx_get, int; process-wide): */
+#define ZMQ_RZMQ_HUGE_PAGES 0x525A0101
+#define ZMQ_RDMA_MODE 0x525A0103
+/* ZMQ_RDMA_MODE values. */
+#define ZMQ_RDMA_MODE_OFF 0
+#define ZMQ_RDMA_MODE_AUTO 1
+#define ZMQ_RDMA_MODE_REQUIRE 2
+
 /* Message properties (zmq_msg_get). */
 #define ZMQ_MORE 1
 #define ZMQ_SHARED 3

@@ -37,7 +37,8 @@ pub(crate) unsafe fn ctx_ref<'a>(p: *mut c_void) -> Result<&'a Context, Error> {
 #[no_mangle]
 pub extern "C" fn zmq_ctx_new() -> *mut c_void {
     call_or(std::ptr::null_mut(), || {
-        // RDMA upgrades per RZMQ_RDMA / RZMQ_RDMA_PROVIDER (read once per process).
+        // RDMA upgrades with the environment's RdmaOptions (read once per process; programs
+        // change the mode with ZMQ_RDMA_MODE).
         rzmq_rdma::install();
         let h = Box::new(CtxHandle {
             tag: AtomicU32::new(CTX_TAG),
@@ -90,7 +91,14 @@ pub unsafe extern "C" fn zmq_ctx_shutdown(ctx: *mut c_void) -> c_int {
 pub unsafe extern "C" fn zmq_ctx_set(ctx: *mut c_void, option: c_int, optval: c_int) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        unsafe { ctx_ref(ctx) }?.set(option, optval)?;
+        let ctx = unsafe { ctx_ref(ctx) }?;
+        if option == rzmq_core::options::RDMA_MODE {
+            // Process-wide: the upgrader is (docs/SETTINGS.md).
+            let mode = rzmq_rdma::upgrade::mode_of_number(optval).ok_or(Error::Inval)?;
+            rzmq_rdma::set_mode(mode);
+            return Ok(0);
+        }
+        ctx.set(option, optval)?;
         Ok(0)
     })
 }
@@ -103,7 +111,11 @@ pub unsafe extern "C" fn zmq_ctx_set(ctx: *mut c_void, option: c_int, optval: c_
 pub unsafe extern "C" fn zmq_ctx_get(ctx: *mut c_void, option: c_int) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        unsafe { ctx_ref(ctx) }?.get(option)
+        let ctx = unsafe { ctx_ref(ctx) }?;
+        if option == rzmq_core::options::RDMA_MODE {
+            return Ok(rzmq_rdma::upgrade::mode_number(rzmq_rdma::upgrade::mode()));
+        }
+        ctx.get(option)
     })
 }
 

@@ -164,8 +164,7 @@ pub unsafe extern "C" fn zmq_msg_init(msg: *mut zmq_msg_t) -> c_int {
 
 /// Initialises a message of `size` bytes for the caller to fill. Its bytes are unspecified, as
 /// with libzmq's `malloc`: inline frames are zeroed, larger ones may reuse storage of dropped
-/// messages without clearing it (`rzmq_core::small` below `rzmq_core::pool::POOL_MIN`, the pool up
-/// to `POOL_MAX`); sizes above the pool are allocated fallibly (ENOMEM).
+/// messages without clearing it (up to `rzmq_core::msg::RECYCLED_MAX`); sizes above the pool are allocated fallibly (ENOMEM).
 ///
 /// # Safety
 /// As [`zmq_msg_init`].
@@ -175,7 +174,7 @@ pub unsafe extern "C" fn zmq_msg_init_size(msg: *mut zmq_msg_t, size: usize) -> 
         if !aligned(msg) {
             return Err(Error::Fault);
         }
-        if size <= rzmq_core::pool::POOL_MAX {
+        if size <= rzmq_core::msg::RECYCLED_MAX {
             // SAFETY: checked aligned and non-null, so msg points to a zmq_msg_t (caller's
             // contract) whose first bytes hold a Msg (size and alignment checked at compile
             // time); the message is built there and then marked live.
@@ -341,8 +340,8 @@ pub unsafe extern "C" fn zmq_msg_copy(dest: *mut zmq_msg_t, src: *mut zmq_msg_t)
 /// As [`zmq_msg_init`].
 #[no_mangle]
 pub unsafe extern "C" fn zmq_msg_data(msg: *mut zmq_msg_t) -> *mut c_void {
-    // SAFETY: caller's contract.
     call_or(std::ptr::null_mut(), || {
+        // SAFETY: caller's contract.
         Ok(unsafe { msg_mut(msg) }?.data_ptr().cast())
     })
 }

@@ -5,6 +5,8 @@ use std::ffi::{c_char, c_int, c_ulong, c_void, CStr};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
+use rzmq_core::z85;
+
 use crate::errno::set_errno;
 use crate::{ZMQ_VERSION_MAJOR, ZMQ_VERSION_MINOR, ZMQ_VERSION_PATCH};
 
@@ -45,63 +47,7 @@ pub unsafe extern "C" fn zmq_has(capability: *const c_char) -> c_int {
     })
 }
 
-// ----- Z85 (ZeroMQ RFC 32) -------------------------------------------------------------------
-
-/// The Z85 alphabet.
-const Z85_ENCODER: &[u8; 85] =
-    b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
-
-/// Character (minus 32) to value; 0xFF for characters outside the alphabet.
-const Z85_DECODER: [u8; 96] = {
-    let mut t = [0xFFu8; 96];
-    let mut i = 0;
-    while i < 85 {
-        t[(Z85_ENCODER[i] - 32) as usize] = i as u8;
-        i += 1;
-    }
-    t
-};
-
-/// Encodes `data` (a multiple of 4 bytes) as Z85 text, or None.
-pub fn z85_encode(data: &[u8]) -> Option<Vec<u8>> {
-    let chunks = data.chunks_exact(4);
-    if !chunks.remainder().is_empty() {
-        return None;
-    }
-    let mut out = Vec::with_capacity(data.len() / 4 * 5);
-    for chunk in chunks {
-        let mut value = u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-        let mut digits = [0u8; 5];
-        for d in digits.iter_mut().rev() {
-            *d = Z85_ENCODER[(value % 85) as usize];
-            value /= 85;
-        }
-        out.extend_from_slice(&digits);
-    }
-    Some(out)
-}
-
-/// Decodes Z85 text (a non-zero multiple of 5 characters), or None when it is malformed.
-pub fn z85_decode(text: &[u8]) -> Option<Vec<u8>> {
-    let chunks = text.chunks_exact(5);
-    if text.is_empty() || !chunks.remainder().is_empty() {
-        return None;
-    }
-    let mut out = Vec::with_capacity(text.len() / 5 * 4);
-    for chunk in chunks {
-        let mut value: u32 = 0;
-        for &c in chunk {
-            let idx = c.checked_sub(32)? as usize;
-            let digit = *Z85_DECODER.get(idx)?;
-            if digit == 0xFF {
-                return None;
-            }
-            value = value.checked_mul(85)?.checked_add(u32::from(digit))?;
-        }
-        out.extend_from_slice(&value.to_be_bytes());
-    }
-    Some(out)
-}
+// ----- Z85 (ZeroMQ RFC 32, rzmq_core::z85) ------------------------------------------------
 
 /// Encodes `size` bytes (a multiple of 4, else NULL with `EINVAL`) into `dest`, which receives
 /// `size * 5 / 4` characters and a NUL; returns `dest`.
@@ -124,7 +70,7 @@ pub unsafe extern "C" fn zmq_z85_encode(
         // SAFETY: data is readable for size bytes (caller's contract).
         unsafe { std::slice::from_raw_parts(data, size) }
     };
-    let Some(text) = z85_encode(input) else {
+    let Some(text) = z85::encode(input) else {
         set_errno(libc::EINVAL);
         return std::ptr::null_mut();
     };
@@ -150,7 +96,7 @@ pub unsafe extern "C" fn zmq_z85_decode(dest: *mut u8, string: *const c_char) ->
     }
     // SAFETY: NUL-terminated (caller's contract).
     let text = unsafe { CStr::from_ptr(string) }.to_bytes();
-    let Some(bytes) = z85_decode(text) else {
+    let Some(bytes) = z85::decode(text) else {
         set_errno(libc::EINVAL);
         return std::ptr::null_mut();
     };
@@ -164,8 +110,7 @@ pub unsafe extern "C" fn zmq_z85_decode(dest: *mut u8, string: *const c_char) ->
 /// # Safety
 /// `dest` is writable for 41 bytes.
 unsafe fn write_z85_key(dest: *mut c_char, key: &[u8; 32]) {
-    let text = z85_encode(key).unwrap_or_default();
-    debug_assert_eq!(text.len(), 40);
+    let text = z85::encode_key(key);
     // SAFETY: dest holds 41 bytes (caller's contract); text is 40 bytes.
     unsafe {
         std::ptr::copy_nonoverlapping(text.as_ptr(), dest.cast::<u8>(), text.len());
@@ -187,7 +132,7 @@ pub unsafe extern "C" fn zmq_curve_keypair(
         set_errno(libc::EINVAL);
         return -1;
     }
-    let (public, secret) = match rzmq_core::curve_keys::generate_keypair() {
+    let (public, secret) = match z85::generate_keypair() {
         Ok(k) => k,
         Err(e) => {
             set_errno(e.raw_os_error().unwrap_or(libc::EIO));
@@ -221,7 +166,7 @@ pub unsafe extern "C" fn zmq_curve_public(
     // SAFETY: NUL-terminated (caller's contract).
     let text = unsafe { CStr::from_ptr(z85_secret_key) }.to_bytes();
     let decoded = if text.len() == 40 {
-        z85_decode(text).map(zeroize::Zeroizing::new)
+        z85::decode(text).map(zeroize::Zeroizing::new)
     } else {
         None
     };
@@ -231,7 +176,7 @@ pub unsafe extern "C" fn zmq_curve_public(
     };
     let mut secret = zeroize::Zeroizing::new([0u8; 32]);
     secret.copy_from_slice(&bytes);
-    let public = rzmq_core::curve_keys::public_key(&secret);
+    let public = z85::public_key(&secret);
     // SAFETY: writable for 41 bytes (caller's contract).
     unsafe { write_z85_key(z85_public_key, &public) };
     0
@@ -422,23 +367,4 @@ pub unsafe extern "C" fn zmq_threadclose(thread: *mut c_void) {
     // SAFETY: thread came from Box::into_raw in zmq_threadstart (caller's contract).
     let h = unsafe { Box::from_raw(thread as *mut std::thread::JoinHandle<()>) };
     let _ = h.join();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn z85_rfc32_example() {
-        let data = [0x86, 0x4F, 0xD2, 0x6F, 0xB5, 0x59, 0xF7, 0x5B];
-        assert_eq!(z85_encode(&data).unwrap(), b"HelloWorld");
-        assert_eq!(z85_decode(b"HelloWorld").unwrap(), data);
-        assert!(z85_decode(b"Hello").is_some());
-        assert!(z85_decode(b"Hell").is_none());
-        assert!(z85_decode(b"").is_none());
-        assert!(z85_decode(b"Hell\"").is_none());
-        // "%%%%%" is 84 * (85^4 + ... + 1) = 85^5 - 1 > u32::MAX.
-        assert!(z85_decode(b"%%%%%").is_none());
-        assert!(z85_encode(&[1, 2, 3]).is_none());
-    }
 }

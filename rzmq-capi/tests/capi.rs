@@ -91,56 +91,39 @@ impl Drop for Ctx {
 
 fn set_int(s: *mut c_void, opt: c_int, v: c_int) {
     // SAFETY: v is a live int.
-    assert_eq!(
-        unsafe { zmq_setsockopt(s, opt, (&v as *const c_int).cast(), 4) },
-        0,
-        "setsockopt {opt}: {}",
-        strerror(errno())
-    );
+    let rc = unsafe { zmq_setsockopt(s, opt, (&v as *const c_int).cast(), 4) };
+    assert_eq!(rc, 0, "setsockopt {opt}: {}", strerror(errno()));
 }
 
 fn get_int(s: *mut c_void, opt: c_int) -> c_int {
     let mut v: c_int = 0;
     let mut len = 4usize;
     // SAFETY: v and len are live.
-    assert_eq!(
-        unsafe { zmq_getsockopt(s, opt, (&mut v as *mut c_int).cast(), &mut len) },
-        0,
-        "getsockopt {opt}"
-    );
+    let rc = unsafe { zmq_getsockopt(s, opt, (&mut v as *mut c_int).cast(), &mut len) };
+    assert_eq!(rc, 0, "getsockopt {opt}");
     v
 }
 
 fn bind(s: *mut c_void, ep: &str) {
     let a = c(ep);
     // SAFETY: live socket and string.
-    assert_eq!(
-        unsafe { zmq_bind(s, a.as_ptr()) },
-        0,
-        "bind {ep}: {}",
-        strerror(errno())
-    );
+    let rc = unsafe { zmq_bind(s, a.as_ptr()) };
+    assert_eq!(rc, 0, "bind {ep}: {}", strerror(errno()));
 }
 
 fn connect(s: *mut c_void, ep: &str) {
     let a = c(ep);
     // SAFETY: live socket and string.
-    assert_eq!(
-        unsafe { zmq_connect(s, a.as_ptr()) },
-        0,
-        "connect {ep}: {}",
-        strerror(errno())
-    );
+    let rc = unsafe { zmq_connect(s, a.as_ptr()) };
+    assert_eq!(rc, 0, "connect {ep}: {}", strerror(errno()));
 }
 
 fn last_endpoint(s: *mut c_void) -> String {
     let mut buf = [0u8; 256];
     let mut len = buf.len();
     // SAFETY: buf holds len bytes.
-    assert_eq!(
-        unsafe { zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, buf.as_mut_ptr().cast(), &mut len) },
-        0
-    );
+    let rc = unsafe { zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, buf.as_mut_ptr().cast(), &mut len) };
+    assert_eq!(rc, 0);
     assert_eq!(buf[len - 1], 0, "NUL-terminated");
     String::from_utf8(buf[..len - 1].to_vec()).unwrap()
 }
