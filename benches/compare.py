@@ -27,6 +27,12 @@ docs/BENCHMARKS.md between the compare markers.
 
     python3 benches/compare.py [--quick] [--rounds N] [--only IMPL,...] [--no-write]
         [--sizes 64B,1KiB,...] [--transports tcp,...] [--kinds thr,lat] [--no-build]
+        [--baseline DIR]
+
+`--baseline DIR` measures an earlier build in the same rounds (before/after of a change, on the
+same noisy machine): DIR holds that build's `libzmq.so` and its native perf examples
+(`local_thr`, `remote_thr`, `local_lat`, `remote_lat`, `inproc_thr`, `inproc_lat` from
+target/release), run as `rzmq-native@base` and `rzmq-capi@base`.
 
 `--scale` runs instead the cost-as-work-grows rows of issue 30 (`benches/scale/scale.c`, compiled
 once against zmq.h and run on libzmq and, through LD_PRELOAD, on rzmq's C ABI): PUB to 1, 10 and
@@ -537,6 +543,8 @@ def main():
     ap.add_argument("--sizes", help="comma-separated sizes to keep (e.g. 64B,1KiB); with it, nothing is written")
     ap.add_argument("--transports", help="comma-separated transports to keep (tcp,ipc,inproc); with it, nothing is written")
     ap.add_argument("--kinds", help="thr, lat or both; with it, nothing is written")
+    ap.add_argument("--baseline", help="a directory holding an earlier build (its libzmq.so and the native perf "
+                    "examples): adds rzmq-native@base and rzmq-capi@base to the same rounds; nothing is written")
     a = ap.parse_args()
     if a.scale:
         build([], cargo=not a.no_build)
@@ -547,6 +555,13 @@ def main():
         a.no_write = True  # a partial table never replaces the full one
     notes = []
     impls = implementations(build(notes, cargo=not a.no_build))
+    if a.baseline:
+        # Before/after in one run: the earlier build alternates with this one in every round.
+        d = os.path.abspath(a.baseline)
+        impls["rzmq-native@base"] = ({r: [os.path.join(d, r)] for r in ROLES}, {}, ["tcp", "ipc", "inproc"], False)
+        impls["rzmq-capi@base"] = (libzmq_tools(), {"LD_PRELOAD": os.path.join(d, "libzmq.so"), "RZMQ_RDMA": "off"},
+                                   ["tcp", "ipc", "inproc"], False)
+        a.no_write = True
     if a.only:
         keep = set(a.only.split(",")) | {"libzmq"}
         impls = {k: v for k, v in impls.items() if k in keep}

@@ -1,5 +1,5 @@
 //! ZMTP codec: messages -> bytes (encode) and bytes -> messages (decode) through
-//! `rzmq_core::zmtp::Connection`, two sessions back to back after a real NULL handshake.
+//! `rzmq_core::testing::zmtp::Connection`, two sessions back to back after a real NULL handshake.
 //!
 //! - `codec/encode/<size>`: `Connection::send` of a batch of frames (clones of one frame: a
 //!   refcount bump, so the allocator is not measured) and `write_to` into `io::sink()` (which
@@ -12,6 +12,8 @@
 //!   are copied out of the batch buffer instead of sliced).
 //!
 //! Each iteration moves about 256 KiB of payload; throughput is payload bytes.
+// criterion_group! defines an undocumented `pub fn` per group.
+#![allow(missing_docs)]
 
 mod common;
 
@@ -21,7 +23,7 @@ use std::time::Instant;
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use rzmq_benches::{connected_pair, payload};
-use rzmq_core::zmtp::{Connection, Event, SocketType};
+use rzmq_core::testing::zmtp::{Connection, Event, SocketType};
 
 const SIZES: [usize; 3] = [64, 1024, 64 * 1024];
 const BATCH_BYTES: usize = 256 * 1024;

@@ -1,9 +1,9 @@
-//! Pipes (`rzmq_core::pipe::pipe`): the lock-free queue between a socket and a connection.
+//! Pipes (`rzmq_core::testing::pipe::pipe`): the lock-free queue between a socket and a connection.
 //!
 //! Every pipe has notification targets (a counting stand-in for the socket mailbox), so the
 //! wake-up protocol runs as in a socket. Frames are 8-byte inline messages unless noted.
 //!
-//! - `pipe/single_thread/spsc_push_pop`: the bare queue under every pipe (`rzmq_core::spsc`),
+//! - `pipe/single_thread/spsc_push_pop`: the bare queue under every pipe (`rzmq_core::testing::spsc`),
 //!   push then pop: the floor the pipe's HWM and wake-up protocol is added to.
 //! - `pipe/single_thread/push_pop`: `try_write` (HWM 1000) then `read`, one message at a time.
 //! - `pipe/single_thread/burst_256`: 256 `try_write`s, then 256 `read`s (one queue chunk).
@@ -13,6 +13,8 @@
 //!   spin on `read` (and yield after a while), so each message also runs the idle/activate path.
 //! - `pipe/two_threads/stream`: a producer thread writes (HWM 1000, spinning while full), the
 //!   bench thread reads; throughput in messages. On a 2-core shared machine this is noisy.
+// criterion_group! defines an undocumented `pub fn` per group.
+#![allow(missing_docs)]
 
 mod common;
 
@@ -24,8 +26,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, Criterion, Throughput};
 use rzmq_benches::CountingNotify;
 use rzmq_core::msg::Msg;
-use rzmq_core::pipe::{pipe, Reader, Target, Writer};
-use rzmq_core::spsc;
+use rzmq_core::testing::pipe::{pipe, Reader, Target, Writer};
+use rzmq_core::testing::spsc;
 
 fn wired(hwm: u64, notify: &Arc<CountingNotify>) -> (Writer, Reader) {
     let (w, r) = pipe(hwm);

@@ -1,4 +1,4 @@
-//! Routing decisions: the socket patterns of `rzmq_core::pattern` driven over a `PipeTable`
+//! Routing decisions: the socket patterns of `rzmq_core::testing::pattern` driven over a `PipeTable`
 //! with real pipes (HWM 1000 towards each peer, notification targets set), no socket, no I/O.
 //!
 //! - `routing/push_lb_send/4_pipes`: PUSH load-balancing 64 B frames over 4 peers.
@@ -11,6 +11,8 @@
 //!
 //! Only the pattern calls are timed, in batches of up to 1024 messages; the peers' side (filling
 //! or draining the pipes) runs between batches, outside the timing. Throughput: messages.
+// criterion_group! defines an undocumented `pub fn` per group.
+#![allow(missing_docs)]
 
 mod common;
 
@@ -21,11 +23,11 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, Criterion, Throughput};
 use rzmq_benches::{attach_peer, handshake, payload, CountingNotify, Peer};
 use rzmq_core::msg::Msg;
-use rzmq_core::pattern::pubsub::XPub;
-use rzmq_core::pattern::pull::Pull;
-use rzmq_core::pattern::push::Push;
-use rzmq_core::pattern::router::Router;
-use rzmq_core::pattern::{Pattern, PipeId, PipeTable};
+use rzmq_core::testing::pattern::Pull;
+use rzmq_core::testing::pattern::Push;
+use rzmq_core::testing::pattern::Router;
+use rzmq_core::testing::pattern::XPub;
+use rzmq_core::testing::pattern::{Pattern, PipeId, PipeTable};
 
 const HWM: u64 = 1000;
 const BATCH: u64 = 1024;

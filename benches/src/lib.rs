@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rzmq_core::msg::{Metadata, Msg};
-use rzmq_core::pattern::{Pattern, PipeEntry, PipeId, PipeTable};
-use rzmq_core::pipe::{pipe, Notify, Reader, Target, Writer};
-use rzmq_core::zmtp::{Config, Connection, Event, SocketType};
+use rzmq_core::testing::pattern::{Pattern, PipeEntry, PipeId, PipeTable};
+use rzmq_core::testing::pipe::{pipe, Notify, Reader, Target, Writer};
+use rzmq_core::testing::zmtp::{Config, Connection, Event, SocketType};
 
 // ----- ZMTP ---------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::OnceLock;
 
 use rzmq_core::options as opt;
-use rzmq_core::{curve_keys, monitor, Context, Msg, SocketType};
+use rzmq_core::{monitor, z85, Context, Msg, SocketType};
 use rzmq_tests::{payload, TIMEOUT_MS};
 
 /// The reference libzmq, called through `dlopen`ed function pointers.
@@ -27,32 +27,32 @@ mod lz {
         "/usr/local/lib/libzmq.so.5",
     ];
 
-    pub const PAIR: c_int = 0;
-    pub const PUB: c_int = 1;
-    pub const SUB: c_int = 2;
-    pub const DEALER: c_int = 5;
-    pub const ROUTER: c_int = 6;
-    pub const PULL: c_int = 7;
-    pub const PUSH: c_int = 8;
+    pub(crate) const PAIR: c_int = 0;
+    pub(crate) const PUB: c_int = 1;
+    pub(crate) const SUB: c_int = 2;
+    pub(crate) const DEALER: c_int = 5;
+    pub(crate) const ROUTER: c_int = 6;
+    pub(crate) const PULL: c_int = 7;
+    pub(crate) const PUSH: c_int = 8;
     const SNDMORE: c_int = 2;
     const LAST_ENDPOINT: c_int = 32;
-    pub const SUBSCRIBE: c_int = 6;
-    pub const RCVTIMEO: c_int = 27;
-    pub const SNDTIMEO: c_int = 28;
-    pub const LINGER: c_int = 17;
-    pub const CURVE_SERVER: c_int = 47;
-    pub const CURVE_PUBLICKEY: c_int = 48;
-    pub const CURVE_SECRETKEY: c_int = 49;
-    pub const CURVE_SERVERKEY: c_int = 50;
-    pub const HEARTBEAT_IVL: c_int = 75;
-    pub const HEARTBEAT_TIMEOUT: c_int = 77;
+    pub(crate) const SUBSCRIBE: c_int = 6;
+    pub(crate) const RCVTIMEO: c_int = 27;
+    pub(crate) const SNDTIMEO: c_int = 28;
+    pub(crate) const LINGER: c_int = 17;
+    pub(crate) const CURVE_SERVER: c_int = 47;
+    pub(crate) const CURVE_PUBLICKEY: c_int = 48;
+    pub(crate) const CURVE_SECRETKEY: c_int = 49;
+    pub(crate) const CURVE_SERVERKEY: c_int = 50;
+    pub(crate) const HEARTBEAT_IVL: c_int = 75;
+    pub(crate) const HEARTBEAT_TIMEOUT: c_int = 77;
 
     /// `zmq_msg_t`: 64 opaque bytes, pointer-aligned.
     #[repr(C, align(8))]
     struct ZmqMsg([u8; 64]);
 
     #[allow(clippy::type_complexity)]
-    pub struct Lib {
+    pub(crate) struct Lib {
         ctx_new: unsafe extern "C" fn() -> *mut c_void,
         ctx_term: unsafe extern "C" fn(*mut c_void) -> c_int,
         socket: unsafe extern "C" fn(*mut c_void, c_int) -> *mut c_void,
@@ -75,7 +75,7 @@ mod lz {
     }
 
     /// The system libzmq when it is there and has CURVE.
-    pub fn lib() -> Option<&'static Lib> {
+    pub(crate) fn lib() -> Option<&'static Lib> {
         static LIB: OnceLock<Option<Lib>> = OnceLock::new();
         LIB.get_or_init(load).as_ref()
     }
@@ -140,18 +140,18 @@ mod lz {
     }
 
     /// A context of the reference libzmq (terminated on drop).
-    pub struct Ctx(*mut c_void);
+    pub(crate) struct Ctx(*mut c_void);
 
     impl Ctx {
         /// A new context.
-        pub fn new() -> Ctx {
+        pub(crate) fn new() -> Ctx {
             let l = lib().unwrap();
             // SAFETY: plain libzmq call.
             Ctx(unsafe { (l.ctx_new)() })
         }
 
         /// A socket of `ty` with test timeouts and linger.
-        pub fn socket(&self, ty: c_int) -> Socket {
+        pub(crate) fn socket(&self, ty: c_int) -> Socket {
             let l = lib().unwrap();
             // SAFETY: live context.
             let s = Socket(unsafe { (l.socket)(self.0, ty) });
@@ -171,7 +171,7 @@ mod lz {
     }
 
     /// A socket of the reference libzmq (closed on drop).
-    pub struct Socket(*mut c_void);
+    pub(crate) struct Socket(*mut c_void);
 
     impl Drop for Socket {
         fn drop(&mut self) {
@@ -191,7 +191,7 @@ mod lz {
 
     impl Socket {
         /// `zmq_setsockopt` with raw bytes.
-        pub fn set(&self, opt: c_int, v: &[u8]) {
+        pub(crate) fn set(&self, opt: c_int, v: &[u8]) {
             // SAFETY: v is readable for its length.
             let rc =
                 unsafe { (lib().unwrap().setsockopt)(self.0, opt, v.as_ptr().cast(), v.len()) };
@@ -199,12 +199,12 @@ mod lz {
         }
 
         /// `zmq_setsockopt` with an int.
-        pub fn set_i32(&self, opt: c_int, v: i32) {
+        pub(crate) fn set_i32(&self, opt: c_int, v: i32) {
             self.set(opt, &v.to_ne_bytes());
         }
 
         /// Binds to a fresh loopback tcp port; returns the endpoint.
-        pub fn bind_tcp(&self) -> String {
+        pub(crate) fn bind_tcp(&self) -> String {
             let l = lib().unwrap();
             // SAFETY: NUL-terminated endpoint; buf is writable for len bytes.
             unsafe {
@@ -224,7 +224,7 @@ mod lz {
         }
 
         /// Connects to `ep`.
-        pub fn connect(&self, ep: &str) {
+        pub(crate) fn connect(&self, ep: &str) {
             let c = CString::new(ep).unwrap();
             // SAFETY: NUL-terminated endpoint.
             check(
@@ -234,7 +234,7 @@ mod lz {
         }
 
         /// Sends a multipart message; Err(errno) on failure.
-        pub fn send_multipart(&self, parts: &[Vec<u8>]) -> Result<(), c_int> {
+        pub(crate) fn send_multipart(&self, parts: &[Vec<u8>]) -> Result<(), c_int> {
             let l = lib().unwrap();
             for (i, p) in parts.iter().enumerate() {
                 let flags = if i + 1 < parts.len() { SNDMORE } else { 0 };
@@ -248,7 +248,7 @@ mod lz {
         }
 
         /// Receives a multipart message; Err(errno) on failure (EAGAIN on timeout).
-        pub fn recv_multipart(&self) -> Result<Vec<Vec<u8>>, c_int> {
+        pub(crate) fn recv_multipart(&self) -> Result<Vec<Vec<u8>>, c_int> {
             let l = lib().unwrap();
             let mut parts = Vec::new();
             loop {
@@ -278,7 +278,7 @@ mod lz {
         }
 
         /// Starts a monitor of every event on `ep`.
-        pub fn monitor(&self, ep: &str) {
+        pub(crate) fn monitor(&self, ep: &str) {
             let c = CString::new(ep).unwrap();
             // SAFETY: NUL-terminated endpoint.
             let rc = unsafe { (lib().unwrap().socket_monitor)(self.0, c.as_ptr(), 0xFFFF) };
@@ -287,7 +287,7 @@ mod lz {
     }
 
     /// A key pair from the reference libzmq (libsodium), raw bytes: (public, secret).
-    pub fn keypair() -> ([u8; 32], [u8; 32]) {
+    pub(crate) fn keypair() -> ([u8; 32], [u8; 32]) {
         let l = lib().unwrap();
         let (mut p, mut s) = ([0 as c_char; 41], [0 as c_char; 41]);
         let (mut pk, mut sk) = ([0u8; 32], [0u8; 32]);
@@ -308,7 +308,7 @@ mod lz {
 type Keys = ([u8; 32], [u8; 32]);
 
 fn rz_keys() -> Keys {
-    let (p, s) = curve_keys::generate_keypair().unwrap();
+    let (p, s) = z85::generate_keypair().unwrap();
     (p, *s)
 }
 
@@ -514,7 +514,7 @@ fn rzmq_to_rzmq_with_keys_from_either_library() {
     } else {
         rz_keys()
     };
-    assert_eq!(curve_keys::public_key(&server.1), server.0);
+    assert_eq!(z85::public_key(&server.1), server.0);
     let client = rz_keys();
     let ctx = Context::new();
     let mut srv = rz(&ctx, SocketType::Pair);

@@ -1,4 +1,4 @@
-//! Direct sends (rzmq_core::direct): the application thread writing a message to an idle
+//! Direct sends (rzmq_core::testing::direct): the application thread writing a message to an idle
 //! connection itself must keep every message whole and in order with those that went through
 //! the I/O thread, over tcp and ipc, to rzmq and to libzmq.
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 fn sock(ctx: &Context, ty: SocketType) -> Socket {
     // On by default unless RZMQ_DIRECT=0; these tests are about the path itself.
-    rzmq_core::direct::set_enabled(true);
+    rzmq_core::options::rzmq::set_default(rzmq_core::options::DIRECT, Some(1));
     rzmq_tests::timed_socket(ctx, ty, 1000)
 }
 
@@ -46,7 +46,7 @@ fn ping_pong_and_bursts(ep: &str) {
     let ep = a.last_endpoint().to_string();
     let mut b = sock(&ctx, SocketType::Dealer);
     b.connect(&ep).unwrap();
-    let before = rzmq_core::direct::stats().0;
+    let before = rzmq_core::testing::direct::stats().0;
     let mut i = 0u32;
     for round in 0..60u32 {
         // Ping-pong: each side's connection is idle when it sends.
@@ -70,7 +70,7 @@ fn ping_pong_and_bursts(ep: &str) {
             assert_eq!(recv(&mut a), message(j), "burst message {j}");
         }
     }
-    let sent = rzmq_core::direct::stats().0 - before;
+    let sent = rzmq_core::testing::direct::stats().0 - before;
     assert!(sent >= 100, "only {sent} messages went directly");
 }
 
@@ -97,7 +97,7 @@ fn partial_direct_writes_complete_in_order() {
     tx.set_option_i32(opt::SNDBUF, 4096).unwrap();
     tx.connect(&ep).unwrap();
     let count = 200u32;
-    let before = rzmq_core::direct::stats().1;
+    let before = rzmq_core::testing::direct::stats().1;
     let body = |i: u32| {
         let mut b = payload(60_000, i as u8);
         b[..4].copy_from_slice(&i.to_be_bytes());
@@ -121,7 +121,7 @@ fn partial_direct_writes_complete_in_order() {
     }
     receiver.join().unwrap();
     // 60 kB into a few kB of socket buffer: a direct send goes only in part.
-    let partial = rzmq_core::direct::stats().1 - before;
+    let partial = rzmq_core::testing::direct::stats().1 - before;
     assert!(partial >= 1, "no direct write went only in part");
 }
 
@@ -139,11 +139,11 @@ fn libzmq_peer_reads_direct_sends() {
             rep.send_multipart(parts.iter().rev(), 0).unwrap();
         }
     });
-    rzmq_core::direct::set_enabled(true);
+    rzmq_core::options::rzmq::set_default(rzmq_core::options::DIRECT, Some(1));
     let ctx = Context::new();
     let mut req = sock(&ctx, SocketType::Req);
     req.connect(&ep).unwrap();
-    let before = rzmq_core::direct::stats().0;
+    let before = rzmq_core::testing::direct::stats().0;
     for i in 0..200u32 {
         let frames = message(i);
         send(&mut req, &frames);
@@ -152,7 +152,7 @@ fn libzmq_peer_reads_direct_sends() {
         assert_eq!(recv(&mut req), expect, "reply {i}");
     }
     server.join().unwrap();
-    let sent = rzmq_core::direct::stats().0 - before;
+    let sent = rzmq_core::testing::direct::stats().0 - before;
     assert!(sent >= 100, "only {sent} messages went directly");
 }
 

@@ -1,4 +1,4 @@
-//! Direct receives (rzmq_core::direct::DirectRx): a socket blocked in a receive reads and
+//! Direct receives (rzmq_core::testing::direct::DirectRx): a socket blocked in a receive reads and
 //! decodes its only connection's input itself. What arrives must come out whole and in order
 //! whether the socket or the I/O thread read it: frames cut across reads, multipart messages,
 //! commands the I/O thread must answer (PING), a peer that dies mid-frame or sends garbage,
@@ -24,7 +24,7 @@ fn short_frame(more: bool, body: &[u8]) -> Vec<u8> {
 }
 
 fn sock(ctx: &Context, ty: SocketType, rcvtimeo: i32) -> Socket {
-    rzmq_core::direct::set_enabled(true);
+    rzmq_core::options::rzmq::set_default(rzmq_core::options::DIRECT, Some(1));
     let mut s = ctx.socket(ty).unwrap();
     s.set_option_i32(opt::RCVTIMEO, rcvtimeo).unwrap();
     s.set_option_i32(opt::SNDTIMEO, TIMEOUT_MS).unwrap();
@@ -239,7 +239,7 @@ fn shutdown_wakes(mut pull: Socket, ctx: &Context, after_ms: u64) {
 /// A receive polling the connection (a budget far longer than the timeout) still returns
 /// `Again` at its RCVTIMEO, and `ETERM` when the context shuts down.
 fn spin_deadline_scenario() {
-    rzmq_core::direct::set_spin_us(1_000_000);
+    rzmq_core::options::rzmq::set_default(rzmq_core::options::BUSY_POLL_US, Some(1_000_000));
     let ctx_a = Context::new();
     let ctx_b = Context::new();
     let mut pull = sock(&ctx_a, SocketType::Pull, 20);
@@ -266,13 +266,13 @@ fn spin_deadline_scenario() {
     assert_eq!(recv_all(&mut pull), vec![b"second".to_vec()]);
     // The receive blocked next polls (a 1 s budget, at most three misses so far): the shutdown
     // is found while polling.
-    let spun = rzmq_core::direct::spin_stats();
+    let spun = rzmq_core::testing::direct::spin_stats();
     shutdown_wakes(pull, &ctx_a, 50);
     assert!(
-        rzmq_core::direct::spin_stats() > spun,
+        rzmq_core::testing::direct::spin_stats() > spun,
         "the shutdown was not seen while polling"
     );
-    rzmq_core::direct::set_spin_us(rzmq_core::direct::DEFAULT_SPIN_US);
+    rzmq_core::options::rzmq::set_default(rzmq_core::options::BUSY_POLL_US, None);
 }
 
 /// Writes bursts of `n` short frames (bodies `body(i)`, numbered on from `*next`) 50 ms after
@@ -290,7 +290,7 @@ fn held_burst(
     body: &dyn Fn(u32) -> Vec<u8>,
 ) -> u32 {
     for _ in 0..50 {
-        let (held0, _) = rzmq_core::direct::hold_stats();
+        let (held0, _) = rzmq_core::testing::direct::hold_stats();
         let bytes: Vec<u8> = (*next..*next + n)
             .flat_map(|i| short_frame(false, &body(i)))
             .collect();
@@ -307,7 +307,7 @@ fn held_burst(
         writer.join().unwrap();
         let end = *next + n;
         *next += 10;
-        if rzmq_core::direct::hold_stats().0 > held0 {
+        if rzmq_core::testing::direct::hold_stats().0 > held0 {
             return end;
         }
         for i in *next..end {
@@ -349,14 +349,14 @@ fn held_stream_scenario() {
     // A burst written while the socket waits in its next receive: read there, in turns.
     let mut next = 0;
     let end = held_burst(&mut pull, &peer, &mut next, 3000, &body);
-    let (_, taken0) = rzmq_core::direct::hold_stats();
+    let (_, taken0) = rzmq_core::testing::direct::hold_stats();
     // The application stops receiving; more arrives; the I/O thread takes the input back.
     let more: Vec<u8> = (end..end + 100)
         .flat_map(|i| short_frame(false, &body(i)))
         .collect();
     peer.write_all(&more).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_millis(u64::from(TIMEOUT_MS as u32));
-    while rzmq_core::direct::hold_stats().1 == taken0 {
+    while rzmq_core::testing::direct::hold_stats().1 == taken0 {
         assert!(
             std::time::Instant::now() < deadline,
             "held input was never taken back"
@@ -389,7 +389,7 @@ fn wait_pollin(s: &mut Socket, what: &str) {
 /// whether bytes already wait or arrive only later. The stale timer is set far beyond the
 /// test's patience, so only letting go can bring input back.
 fn deaf_io_thread_scenario() {
-    rzmq_core::direct::set_hold_stale(Duration::from_secs(30));
+    rzmq_core::testing::direct::set_hold_stale(Duration::from_secs(30));
     let ctx = Context::new();
     let (mut pull, mut peer, drain) = raw_push_peer(&ctx, 1000);
     let body = |i: u32| format!("d{i}").into_bytes();
@@ -445,7 +445,7 @@ fn deaf_io_thread_scenario() {
         next + 10,
         "input arriving after the socket let go was never read",
     );
-    rzmq_core::direct::set_hold_stale(rzmq_core::direct::RX_HOLD_STALE);
+    rzmq_core::testing::direct::set_hold_stale(rzmq_core::testing::direct::RX_HOLD_STALE);
     peer.shutdown(std::net::Shutdown::Both).unwrap();
     drain.join().unwrap();
 }
@@ -488,7 +488,7 @@ fn stalled_stream_scenario() {
     let ctx = Context::new();
     let n = 200_000;
     let (mut pull, peer, drain, writer) = stalled_stream(&ctx, "s", n);
-    let (got0, _) = rzmq_core::direct::rx_stats();
+    let (got0, _) = rzmq_core::testing::direct::rx_stats();
     for i in 0..n {
         assert_eq!(
             recv_all(&mut pull),
@@ -497,7 +497,7 @@ fn stalled_stream_scenario() {
         );
     }
     writer.join().unwrap();
-    let (got1, _) = rzmq_core::direct::rx_stats();
+    let (got1, _) = rzmq_core::testing::direct::rx_stats();
     assert!(
         got1 > got0,
         "the socket never read the stream its I/O thread got ahead of"
@@ -510,7 +510,7 @@ fn stalled_stream_scenario() {
 /// got ahead of must not wait for it (the stale timer is set far beyond the test's patience,
 /// so only polling can give the input back).
 fn stalled_stream_polled_scenario() {
-    rzmq_core::direct::set_hold_stale(Duration::from_secs(30));
+    rzmq_core::testing::direct::set_hold_stale(Duration::from_secs(30));
     let ctx = Context::new();
     let n = 100_000;
     let (mut pull, peer, drain, writer) = stalled_stream(&ctx, "p", n);
@@ -526,7 +526,7 @@ fn stalled_stream_polled_scenario() {
         }
     }
     writer.join().unwrap();
-    rzmq_core::direct::set_hold_stale(rzmq_core::direct::RX_HOLD_STALE);
+    rzmq_core::testing::direct::set_hold_stale(rzmq_core::testing::direct::RX_HOLD_STALE);
     peer.shutdown(std::net::Shutdown::Both).unwrap();
     drain.join().unwrap();
 }
@@ -589,25 +589,25 @@ fn large_frames_scenario() {
 #[test]
 fn direct_receives_deliver_whole_messages_in_order() {
     // Polling before sleeping off: every reply is read after a sleep.
-    rzmq_core::direct::set_spin_us(0);
-    let spun0 = rzmq_core::direct::spin_stats();
+    rzmq_core::options::rzmq::set_default(rzmq_core::options::BUSY_POLL_US, Some(0));
+    let spun0 = rzmq_core::testing::direct::spin_stats();
     req_rep_scenario();
     assert_eq!(
-        rzmq_core::direct::spin_stats(),
+        rzmq_core::testing::direct::spin_stats(),
         spun0,
         "polled with a zero budget"
     );
     // A budget longer than any reply takes here: replies are read while polling.
-    rzmq_core::direct::set_spin_us(200_000);
+    rzmq_core::options::rzmq::set_default(rzmq_core::options::BUSY_POLL_US, Some(200_000));
     req_rep_scenario();
     assert!(
-        rzmq_core::direct::spin_stats() > spun0,
+        rzmq_core::testing::direct::spin_stats() > spun0,
         "no reply was found while polling"
     );
     spin_deadline_scenario();
-    let (got0, back0) = rzmq_core::direct::rx_stats();
+    let (got0, back0) = rzmq_core::testing::direct::rx_stats();
     req_rep_scenario();
-    let (got1, _) = rzmq_core::direct::rx_stats();
+    let (got1, _) = rzmq_core::testing::direct::rx_stats();
     assert!(
         got1 - got0 >= 300,
         "only {} receives went directly",
@@ -615,15 +615,15 @@ fn direct_receives_deliver_whole_messages_in_order() {
     );
     raw_peer_scenario(false);
     raw_peer_scenario(true);
-    let (got2, back2) = rzmq_core::direct::rx_stats();
+    let (got2, back2) = rzmq_core::testing::direct::rx_stats();
     assert!(
         got2 > got1,
         "the raw peer's messages were all read by the I/O thread"
     );
     assert!(back2 > back0, "input never went back to the I/O thread");
-    let (_, partial0) = rzmq_core::direct::stats();
+    let (_, partial0) = rzmq_core::testing::direct::stats();
     large_req_rep_scenario();
-    let (_, partial1) = rzmq_core::direct::stats();
+    let (_, partial1) = rzmq_core::testing::direct::stats();
     assert!(
         partial1 > partial0,
         "no direct send of a 9 MiB message was cut by the kernel"

@@ -6,7 +6,7 @@
 //!
 //! The switch is per process, so this binary runs alone.
 
-use rzmq_core::pipe::{framed_moved, set_framed_enabled, FRAMED_INLINE_MAX};
+use rzmq_core::testing::pipe::{framed_moved, FRAMED_INLINE_MAX};
 use rzmq_core::{Context, Msg, SocketType};
 use rzmq_tests::{payload, timed_socket, TIMEOUT_MS};
 
@@ -69,7 +69,10 @@ fn recv_message(s: &mut rzmq_core::Socket) -> Vec<Vec<u8>> {
 /// One test function: the lane's counter is per process, so the parts run in turn.
 #[test]
 fn the_framed_lane_carries_what_was_sent() {
-    set_framed_enabled(std::env::var_os("FL_OFF").is_none());
+    rzmq_core::options::rzmq::set_default(
+        rzmq_core::options::FRAMED,
+        Some(u32::from(std::env::var_os("FL_OFF").is_none())),
+    );
     every_size_arrives_in_order();
     replies_through_a_router_take_the_lane_too();
 }

@@ -334,7 +334,7 @@ fn same_host_tcp_connections_leave_pacing_congestion_control() {
         let (got, fd) = monitor::parse_event(parts[0].data()).unwrap();
         assert_eq!(got, ev);
         // The connection is up (a message went through), so the fd is still its socket.
-        let cc = rzmq_core::transport::congestion_control(fd as i32).unwrap();
+        let cc = rzmq_core::testing::transport::congestion_control(fd as i32).unwrap();
         assert_eq!(cc, want, "event {ev:#x}");
     }
 }

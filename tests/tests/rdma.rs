@@ -368,8 +368,8 @@ fn rdma_starts_only_after_plain_authentication() {
 fn curve_connections_keep_the_encrypted_tcp_path() {
     setup();
     let ctx = Context::new();
-    let (server_pub, server_sec) = rzmq_core::curve_keys::generate_keypair().unwrap();
-    let (client_pub, client_sec) = rzmq_core::curve_keys::generate_keypair().unwrap();
+    let (server_pub, server_sec) = rzmq_core::z85::generate_keypair().unwrap();
+    let (client_pub, client_sec) = rzmq_core::z85::generate_keypair().unwrap();
     let mut pull = sock(&ctx, SocketType::Pull);
     pull.set_option_i32(opt::CURVE_SERVER, 1).unwrap();
     pull.set_option_raw(opt::CURVE_SECRETKEY, &server_sec[..])

@@ -10,7 +10,7 @@ use criterion::Criterion;
 
 /// 20 samples, 0.5 s warm-up, 2 s of measurement per bench; `RZMQ_BENCH_QUICK=1` shortens it
 /// further (10 samples, 0.2 s + 0.5 s) for a smoke run.
-pub fn config() -> Criterion {
+pub(crate) fn config() -> Criterion {
     let quick = std::env::var_os("RZMQ_BENCH_QUICK").is_some_and(|v| v != "0");
     let (samples, warm, measure) = if quick {
         (10, Duration::from_millis(200), Duration::from_millis(500))
@@ -77,7 +77,7 @@ fn reexec_without_libtest_options() {
 }
 
 /// The bench's `main`: `criterion_main!`'s work, after dropping libtest-only options.
-pub fn run(groups: &[fn()]) {
+pub(crate) fn run(groups: &[fn()]) {
     reexec_without_libtest_options();
     for g in groups {
         g();
