@@ -17,39 +17,35 @@ Three independent pieces of evidence:
 3. pyzmq_preload_check.py re-runs a socket round trip under LD_DEBUG=bindings, where the dynamic
    linker itself logs which file each of the backend's zmq_* references was bound to.
 
+The symbol lookup, /proc/self/maps scan and the wheel's bundled library come from the package's
+python/rzmq/_libcheck.py (the one implementation, loaded here by path so that the rzmq package is
+neither imported nor needed to be installed); this module adds the direct-call evidence, the
+verdict and the report the compat scripts print.
+
 Standard library only (plus zmq, imported lazily).
 """
 
 import ctypes
-import ctypes.util
-import glob
+import importlib.util
 import os
 
 
-class _DlInfo(ctypes.Structure):
-    _fields_ = [
-        ("dli_fname", ctypes.c_char_p),
-        ("dli_fbase", ctypes.c_void_p),
-        ("dli_sname", ctypes.c_char_p),
-        ("dli_saddr", ctypes.c_void_p),
-    ]
+def _load_package_libcheck():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "rzmq", "_libcheck.py")
+    spec = importlib.util.spec_from_file_location("rzmq_libcheck", os.path.realpath(path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _dladdr_fn():
-    fn = getattr(ctypes.CDLL(None), "dladdr", None)
-    if fn is None:  # glibc < 2.34 keeps dladdr in libdl
-        fn = ctypes.CDLL(ctypes.util.find_library("dl")).dladdr
-    fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
-    fn.restype = ctypes.c_int
-    return fn
+_lib = _load_package_libcheck()
+file_of = _lib.file_of
+mapped_libzmq = _lib.mapped_libzmq
+library_version = _lib.library_version
 
-
-def file_of(addr):
-    """Real path of the loaded object that contains address `addr`."""
-    info = _DlInfo()
-    if not addr or _dladdr_fn()(addr, ctypes.byref(info)) == 0 or not info.dli_fname:
-        return None
-    return os.path.realpath(info.dli_fname.decode())
+# The scope names the compat reports have always printed, for the package's bound_file() answers.
+_SCOPES = {"global scope": "global scope (LD_PRELOAD, RTLD_GLOBAL)",
+           "backend's own dependencies": "backend's DT_NEEDED"}
 
 
 def backend_path():
@@ -59,41 +55,11 @@ def backend_path():
     return os.path.realpath(backend.__file__)
 
 
-def _sym_addr(handle, symbol):
-    try:
-        return ctypes.cast(getattr(handle, symbol), ctypes.c_void_p).value
-    except AttributeError:
-        return None
-
-
 def resolve(symbol="zmq_msg_init_data"):
     """(file, scope) that the dynamic linker binds the pyzmq backend's `symbol` to."""
-    addr = _sym_addr(ctypes.CDLL(None), symbol)  # global scope: program, LD_PRELOAD, RTLD_GLOBAL (rzmq wheel)
-    if addr:
-        return file_of(addr), "global scope (LD_PRELOAD, RTLD_GLOBAL)"
-    addr = _sym_addr(ctypes.CDLL(backend_path()), symbol)  # the backend's own dependency tree
-    return file_of(addr), "backend's DT_NEEDED"
-
-
-def mapped_libzmq():
-    """Real paths of every libzmq* file mapped into this process, in first-mapped order."""
-    seen = []
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            parts = line.split(None, 5)
-            if len(parts) == 6:
-                path = parts[5].strip()
-                if os.path.basename(path).startswith("libzmq"):
-                    real = os.path.realpath(path)
-                    if real not in seen:
-                        seen.append(real)
-    return seen
-
-
-def _version(handle):
-    major, minor, patch = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-    handle.zmq_version(ctypes.byref(major), ctypes.byref(minor), ctypes.byref(patch))
-    return f"{major.value}.{minor.value}.{patch.value}"
+    backend_path()  # the backend must be loaded for the fallback lookup in its own dependencies
+    found, scope = _lib.bound_file(symbol)
+    return found, _SCOPES.get(scope, scope)
 
 
 def behaviour():
@@ -103,17 +69,15 @@ def behaviour():
         handle = ctypes.CDLL(path)  # already loaded: same handle, its own definitions first
         handle.zmq_has.argtypes = [ctypes.c_char_p]
         handle.zmq_has.restype = ctypes.c_int
-        out[path] = {"curve": bool(handle.zmq_has(b"curve")), "version": _version(handle)}
+        out[path] = {"curve": bool(handle.zmq_has(b"curve")), "version": library_version(path)}
     return out
 
 
 def bundled_libzmq():
     """The libzmq the stock wheel bundles (site-packages/pyzmq.libs/libzmq-*.so*), or None."""
-    import zmq
+    import zmq  # noqa: F401  (the package's lookup reads it from sys.modules)
 
-    site = os.path.dirname(os.path.dirname(os.path.realpath(zmq.__file__)))
-    found = sorted(glob.glob(os.path.join(site, "pyzmq.libs", "libzmq*.so*")))
-    return os.path.realpath(found[0]) if found else None
+    return _lib.bundled_libzmq()
 
 
 def identify(expect_path=None):

@@ -55,6 +55,8 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import rzmq_netns  # noqa: E402  (compat/rzmq_netns.py: the two-namespace setup, shared with the omni tests)
+
 try:
     import msgpack
 except ImportError:  # plain JSON bytes when msgpack is not installed
@@ -182,6 +184,7 @@ def check_frames(kind, main, tensors, errors):
 HOST = os.environ.get("RZMQ_TRAFFIC_HOST", "127.0.0.1")
 NETNS = ("rzmq-ns-a", "rzmq-ns-b")
 NETNS_IP = ("10.77.0.1", "10.77.0.2")
+NETNS_VETH = ("rzmq-veth-a", "rzmq-veth-b")
 RDMA_ENV = {"RZMQ_RDMA": "require", "RZMQ_RDMA_PROVIDER": "soft", "RZMQ_RDMA_LOG": "1"}
 
 
@@ -625,27 +628,14 @@ def run_pair(args, transport, fe_lib, en_lib, rdma=False, netns=None):
 
 def netns_up():
     """Two network namespaces joined by a veth pair; False when this machine cannot make them."""
-    netns_down()
-    a, b = NETNS
-    cmds = [["ip", "netns", "add", a], ["ip", "netns", "add", b],
-            ["ip", "link", "add", "rzmq-veth-a", "type", "veth", "peer", "name", "rzmq-veth-b"],
-            ["ip", "link", "set", "rzmq-veth-a", "netns", a], ["ip", "link", "set", "rzmq-veth-b", "netns", b],
-            ["ip", "-n", a, "addr", "add", f"{NETNS_IP[0]}/24", "dev", "rzmq-veth-a"],
-            ["ip", "-n", b, "addr", "add", f"{NETNS_IP[1]}/24", "dev", "rzmq-veth-b"],
-            ["ip", "-n", a, "link", "set", "rzmq-veth-a", "up"], ["ip", "-n", b, "link", "set", "rzmq-veth-b", "up"],
-            ["ip", "-n", a, "link", "set", "lo", "up"], ["ip", "-n", b, "link", "set", "lo", "up"]]
-    for c in cmds:
-        r = subprocess.run(c, capture_output=True, text=True)
-        if r.returncode != 0:
-            print(f"netns setup failed: {' '.join(c)}: {r.stderr.strip()}", file=sys.stderr)
-            netns_down()
-            return False
-    return True
+    why = rzmq_netns.up(NETNS, NETNS_IP, NETNS_VETH)
+    if why:
+        print(f"netns setup failed: {why}", file=sys.stderr)
+    return why is None
 
 
 def netns_down():
-    for ns in NETNS:
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    rzmq_netns.down(NETNS)
 
 
 REFUSAL_CHILD = r"""

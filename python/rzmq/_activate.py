@@ -18,23 +18,37 @@ from . import _libcheck
 ACTIVATE_ENV = "RZMQ_ACTIVATE"
 SONAME = "libzmq.so.5"
 _ON = {"1", "true", "yes", "on"}
-_OFF = {"0", "false", "no", "off", ""}
+_OFF = {"0", "false", "no", "off"}
+_reported = set()  # variables whose bad value was already reported on stderr
 
 _handle = None  # our library, once loaded with RTLD_GLOBAL
 _verified = None  # None: zmq not imported since activation; else the describe() dict
 _started = False  # activate_from_env() ran (site may process the .pth once per site-packages path)
 
 
-def env_flag(value):
-    """Parse an on/off setting: True (1/true/yes/on), False (0/false/no/off/empty or unset), None (unknown)."""
-    if value is None:
-        return False
-    text = value.strip().lower()
+def env_flag(value, default=False, name=None):
+    """Parse an on/off setting by the rule of docs/SETTINGS.md ("On/off rule"), the Rust side's:
+    unset (None) or empty -> `default`; 1/on/true/yes -> True; 0/off/false/no -> False (any case,
+    surrounding blanks ignored); a bool passes through. Anything else is an error: with `name` (the
+    variable) it is reported once on stderr and `default` is used; without `name` the answer is
+    None, for callers that report it themselves.
+    """
+    if value is None or isinstance(value, bool):
+        return default if value is None else value
+    text = str(value).strip().lower()
+    if not text:
+        return default
     if text in _ON:
         return True
     if text in _OFF:
         return False
-    return None
+    if name is None:
+        return None
+    if name not in _reported:
+        _reported.add(name)
+        sys.stderr.write(f"rzmq: warning: {name}={value!r} is not an on/off value (on: 1, on, true, yes; "
+                         f"off: 0, off, false, no); using the default ({'on' if default else 'off'})\n")
+    return default
 
 
 def library_path():

@@ -14,9 +14,19 @@ from . import __version__, _activate, _libcheck
 USAGE = """rzmq run [--preload] [--] COMMAND [ARG...]
        rzmq doctor [--json] [--no-self-test] [--timeout S]"""
 
-# rzmq's settings (README "Configuration", docs/RDMA.md) with their defaults, in report order.
-SETTINGS = [
-    ("RZMQ_ACTIVATE", "off: pyzmq keeps its own libzmq"),
+# rzmq's settings with their defaults, in report order: RZMQ_ACTIVATE (Python only), then the rows of
+# docs/SETTINGS.md's table in its order (python/tests/test_settings.py keeps the two equal).
+PYTHON_ONLY_SETTINGS = [("RZMQ_ACTIVATE", "off: pyzmq keeps its own libzmq")]
+SETTINGS = PYTHON_ONLY_SETTINGS + [
+    ("RZMQ_DIRECT", "on"),
+    ("RZMQ_DIRECT_RX", "on"),
+    ("RZMQ_SPIN_US", "30"),
+    ("RZMQ_FRAMED", "on"),
+    ("RZMQ_FRAMED_NAP_US", "20"),
+    ("RZMQ_FRAMED_NAP_EMPTY", "on"),
+    ("RZMQ_RDMA_CURVE_PLAINTEXT", "off"),
+    ("RZMQ_HUGE_PAGES", "on"),
+    ("RZMQ_TCP_LOCAL_CC", "reno on same-host connections"),
     ("RZMQ_RDMA", "auto"),
     ("RZMQ_RDMA_PROVIDER", "auto: ibverbs when libibverbs lists a device, else no RDMA"),
     ("RZMQ_RDMA_DEVICE", "the first ibverbs device"),
@@ -25,15 +35,12 @@ SETTINGS = [
     ("RZMQ_RDMA_LOG", "off"),
     ("RZMQ_RDMA_EVENTS", "off"),
     ("RZMQ_RDMA_RNDV_THRESHOLD", "65536"),
-    ("RZMQ_RDMA_MR_CACHE", "on for soft, off for ibverbs"),
-    ("RZMQ_RDMA_MW", "1"),
-    ("RZMQ_RDMA_CURVE_PLAINTEXT", "off"),
+    ("RZMQ_RDMA_MR_CACHE", "on for soft and loopback, off for ibverbs"),
+    ("RZMQ_RDMA_MW", "on"),
     ("RZMQ_SOFT_LISTEN", "one soft device per local address of the tcp connections"),
-    ("RZMQ_SOFT_ADVERTISE", "the listen address"),
-    ("RZMQ_SOFT_CMA", "1"),
-    ("RZMQ_SPIN_US", "30"),
-    ("RZMQ_TCP_LOCAL_CC", "reno on same-host connections"),
-    ("RZMQ_HUGE_PAGES", "1"),
+    ("RZMQ_SOFT_ADVERTISE", "the listener's address"),
+    ("RZMQ_SOFT_CMA", "on"),
+    ("RZMQ_RDMA_EXPECT_DEVICE", "off (tests only)"),
 ]
 
 SELF_TEST = r"""
@@ -304,7 +311,7 @@ def _doctor(argv):
     else:
         p("  RZMQ_RDMA_PROVIDER=auto finds no ibverbs device: rzmq peers stay on tcp "
           "(RZMQ_RDMA_PROVIDER=soft runs RDMA on the software provider)")
-    p("settings (RZMQ_*; docs/RDMA.md and README 'Configuration'):")
+    p("settings (RZMQ_*; docs/SETTINGS.md):")
     defaults = []
     for name, value, default in _settings():
         if value is not None:

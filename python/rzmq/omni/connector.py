@@ -45,6 +45,7 @@ import zmq
 from vllm_omni.distributed.omni_connectors.connectors.base import OmniConnectorBase
 from vllm_omni.distributed.omni_connectors.utils.env import AUTO_HOST_VALUES, expand_env_int, expand_env_value
 
+from .._activate import env_flag
 from . import payload, wire
 from .store import HostCache, Store
 
@@ -54,17 +55,12 @@ _STOP = b"stop"
 _SEPARATORS = "@_-:/."
 
 
-def _flag(value, default: bool) -> bool:
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"expected a boolean, got {value!r}")
+def _flag(value, default: bool, name: str) -> bool:
+    """A connector setting's on/off value by rzmq's one rule (rzmq.env_flag); a bad value is refused."""
+    flag = env_flag(value, default)
+    if flag is None:
+        raise ValueError(f"{name}: expected an on/off value (1/on/true/yes, 0/off/false/no), got {value!r}")
+    return flag
 
 
 def _local_address() -> str:
@@ -140,7 +136,7 @@ class RzmqConnector(OmniConnectorBase):
         self.library = _serving_library()
         self.on_rzmq = served_by_rzmq()
         if not self.on_rzmq:
-            if _flag(c.get("require_rzmq"), False):
+            if _flag(c.get("require_rzmq"), False, "require_rzmq"):
                 raise RuntimeError(
                     f"RzmqConnector: pyzmq is served by {self.library or 'an unknown libzmq'}, not rzmq; "
                     "start the process with `rzmq run`, RZMQ_ACTIVATE=1 or LD_PRELOAD of rzmq's libzmq.so")
@@ -149,7 +145,7 @@ class RzmqConnector(OmniConnectorBase):
         self.store = Store(int(c.get("memory_pool_size", 1 << 30)), float(c.get("buffer_ttl_seconds", 300.0)),
                            int(c.get("consumers", 1)))
         self.host_cache = None
-        if _flag(c.get("host_cache"), True):
+        if _flag(c.get("host_cache"), True, "host_cache"):
             directory = c.get("host_cache_dir") or f"/dev/shm/rzmq-omni-{os.getuid()}"
             self.host_cache = HostCache(directory, int(c.get("host_cache_bytes", 1 << 30)))
         self.producer_id = uuid.uuid4().hex

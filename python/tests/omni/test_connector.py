@@ -11,11 +11,11 @@ rzmq peers.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -57,6 +57,7 @@ SIZES = [1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]
 RNDV_THRESHOLD = 65536  # rzmq's default: frames above it move by RDMA READ
 NETNS = ("rzo-ns-a", "rzo-ns-b")
 NETNS_IP = ("10.78.0.1", "10.78.0.2")
+NETNS_VETH = ("rzo-veth-a", "rzo-veth-b")
 
 ro.register()
 
@@ -585,34 +586,24 @@ def test_producer_dying_mid_transfer_fails_the_get_cleanly():
     assert health["get_timeouts"] + health["get_errors"] == len(failed)
 
 
-def _netns_ok() -> bool:
-    return os.geteuid() == 0 and shutil.which("ip") is not None
+def _load_netns_helper():
+    """compat/rzmq_netns.py (the two-namespace setup shared with compat/pyzmq_vllm_traffic.py), by path."""
+    spec = importlib.util.spec_from_file_location("rzmq_netns", os.path.join(ROOT, "compat", "rzmq_netns.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture
 def netns():
-    def down():
-        for ns in NETNS:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-
-    if not _netns_ok():
+    helper = _load_netns_helper()
+    if not helper.available():
         pytest.skip("network namespaces need root and iproute2")
-    down()
-    a, b = NETNS
-    cmds = [["ip", "netns", "add", a], ["ip", "netns", "add", b],
-            ["ip", "link", "add", "rzo-veth-a", "type", "veth", "peer", "name", "rzo-veth-b"],
-            ["ip", "link", "set", "rzo-veth-a", "netns", a], ["ip", "link", "set", "rzo-veth-b", "netns", b],
-            ["ip", "-n", a, "addr", "add", f"{NETNS_IP[0]}/24", "dev", "rzo-veth-a"],
-            ["ip", "-n", b, "addr", "add", f"{NETNS_IP[1]}/24", "dev", "rzo-veth-b"],
-            ["ip", "-n", a, "link", "set", "rzo-veth-a", "up"], ["ip", "-n", b, "link", "set", "rzo-veth-b", "up"],
-            ["ip", "-n", a, "link", "set", "lo", "up"], ["ip", "-n", b, "link", "set", "lo", "up"]]
-    for c in cmds:
-        r = subprocess.run(c, capture_output=True, text=True)
-        if r.returncode != 0:
-            down()
-            pytest.skip(f"cannot make network namespaces here: {' '.join(c)}: {r.stderr.strip()}")
+    why = helper.up(NETNS, NETNS_IP, NETNS_VETH)
+    if why:
+        pytest.skip(f"cannot make network namespaces here: {why}")
     yield
-    down()
+    helper.down(NETNS)
 
 
 @pytest.mark.parametrize("mode", ["rzmq-tcp", "rzmq-rdma"])
