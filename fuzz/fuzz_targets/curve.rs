@@ -4,9 +4,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    if let [role, rest @ ..] = data {
-        let scenario = rzmq_core::testing::ZMTP_CURVE_SERVER + (role & 1);
-        rzmq_core::testing::fuzz_zmtp(&[&[scenario][..], rest].concat());
-    }
-});
+fuzz_target!(|data: &[u8]| rzmq_core::testing::fuzz_curve(data));

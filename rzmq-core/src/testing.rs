@@ -254,6 +254,49 @@ pub fn fuzz_zmtp(data: &[u8]) {
     drain(&mut c);
 }
 
+/// A CURVE connection fed bytes as from its socket. Layout: `[role, chunk, bytes...]`: `role`
+/// (even: the connection under test is the CURVE server, odd: the client), then as
+/// [`fuzz_zmtp`] from `chunk` on. The `curve` target's own layout, so the fuzzer spends all its
+/// time in the CURVE handshake and boxes.
+pub fn fuzz_curve(data: &[u8]) {
+    if let [role, rest @ ..] = data {
+        let mut input = Vec::with_capacity(data.len());
+        input.push(ZMTP_CURVE_SERVER + (role & 1));
+        input.extend_from_slice(rest);
+        fuzz_zmtp(&input);
+    }
+}
+
+/// A fuzz target: its name (`fuzz/fuzz_targets/<name>.rs`, `fuzz/corpus/<name>/`) and entry point.
+pub type FuzzTarget = (&'static str, fn(&[u8]));
+
+/// The fuzz targets whose entry points live here.
+pub const FUZZ_TARGETS: [FuzzTarget; 6] = [
+    ("zmtp", fuzz_zmtp),
+    ("curve", fuzz_curve),
+    ("zap_reply", fuzz_zap_reply),
+    ("socks", fuzz_socks),
+    ("endpoint", fuzz_endpoint),
+    ("sockopt", fuzz_sockopt),
+];
+
+/// Runs `f` on every committed input of fuzz target `target` (the files under
+/// `corpus/<target>/`, seeds and `regress-*` crash inputs alike) and returns how many there
+/// were. What once crashed a fuzzer stays a `cargo test` failure, not only a fuzz-run one.
+pub fn replay_corpus(corpus: &std::path::Path, target: &str, f: fn(&[u8])) -> usize {
+    let dir = corpus.join(target);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("a corpus entry").path())
+        .collect();
+    files.sort();
+    for file in &files {
+        let input = std::fs::read(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        f(&input);
+    }
+    files.len()
+}
+
 /// Runs the connection under test of scenario `s` against its genuine peer and returns what the
 /// peer sent (greeting, handshake, then a few messages, a `PING` and, to XPUB, subscriptions),
 /// as a [`fuzz_zmtp`] input read in one piece.
@@ -555,6 +598,20 @@ mod tests {
                 "scenario {s}: {ours:?} {peer:?}"
             );
             fuzz_zmtp(&seed_zmtp(s));
+        }
+    }
+
+    /// Every committed input of this crate's fuzz targets (seeds and `regress-*` crash inputs)
+    /// replays through its entry point without a panic.
+    #[cfg_attr(miri, ignore)] // reads files, and thousands of handshakes
+    #[test]
+    fn committed_corpus_replays() {
+        let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus");
+        for (target, f) in FUZZ_TARGETS {
+            assert!(
+                replay_corpus(&corpus, target, f) > 0,
+                "{target}: empty corpus"
+            );
         }
     }
 

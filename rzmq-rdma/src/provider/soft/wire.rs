@@ -30,7 +30,13 @@ pub(super) const NAK_INV_REQ: u32 = 4;
 pub(super) const NAK_REM_OP: u32 = 5;
 
 /// A packet header: every packet on a wire starts with one ([`HDR_LEN`] bytes, CRC-checked).
-#[derive(Debug, Clone, Copy, Default)]
+///
+/// Layout, little-endian: magic (0..2), kind, flags, psn (4..8), len (8..12), !len (12..16),
+/// addr (16..24), rkey, imm, aux, aux2 (24..40), reserved (40..44), CRC-32 of bytes 0..44
+/// (44..48). The reserved bytes are sent as zero and ignored on receipt (as IBA's reserved
+/// fields are), so a header with other reserved bytes and a CRC that holds decodes to the same
+/// [`Hdr`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Hdr {
     /// Packet kind (`K_*`).
     pub(crate) kind: u8,
