@@ -339,6 +339,69 @@ fn same_host_tcp_connections_leave_pacing_congestion_control() {
     }
 }
 
+/// An `int` socket option of the kernel socket `fd` (`getsockopt`).
+fn kernel_opt(fd: i32, level: i32, name: i32) -> i32 {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` are live locals of the sizes getsockopt is told.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(
+        rc,
+        0,
+        "getsockopt({level}, {name}): {}",
+        std::io::Error::last_os_error()
+    );
+    v
+}
+
+#[test]
+fn accepted_tcp_connections_take_the_keepalive_and_maxrt_options() {
+    // As libzmq: a listener's accepted connections get ZMQ_TCP_KEEPALIVE with its idle,
+    // interval and count, and ZMQ_TCP_MAXRT, not only the connecting side.
+    let ctx = Context::new();
+    let mut server = sock(&ctx, SocketType::Pull);
+    for (o, v) in [
+        (opt::TCP_KEEPALIVE, 1),
+        (opt::TCP_KEEPALIVE_IDLE, 77),
+        (opt::TCP_KEEPALIVE_INTVL, 9),
+        (opt::TCP_KEEPALIVE_CNT, 4),
+        (opt::TCP_MAXRT, 12_345),
+    ] {
+        server.set_option_i32(o, v).unwrap();
+    }
+    server
+        .monitor(Some("inproc://ka-server"), monitor::EVENT_ACCEPTED)
+        .unwrap();
+    let mut smon = sock(&ctx, SocketType::Pair);
+    smon.connect("inproc://ka-server").unwrap();
+    server.bind("tcp://127.0.0.1:*").unwrap();
+    let mut client = sock(&ctx, SocketType::Push);
+    client.connect(server.last_endpoint()).unwrap();
+    client.send("x", 0).unwrap();
+    assert_eq!(server.recv_bytes(0).unwrap(), b"x");
+    let parts = smon.recv_multipart(0).unwrap();
+    let (ev, fd) = monitor::parse_event(parts[0].data()).unwrap();
+    assert_eq!(ev, monitor::EVENT_ACCEPTED);
+    // The connection is up (a message went through), so the fd is still its socket.
+    let fd = fd as i32;
+    assert_eq!(kernel_opt(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE), 1);
+    assert_eq!(kernel_opt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE), 77);
+    assert_eq!(kernel_opt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL), 9);
+    assert_eq!(kernel_opt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT), 4);
+    assert_eq!(
+        kernel_opt(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT),
+        12_345
+    );
+}
+
 #[test]
 fn term_wakes_blocked_recv_with_eterm() {
     let ctx = Context::new();

@@ -10,7 +10,7 @@ use crate::monitor;
 use crate::session::Session;
 use crate::transport::engine::{make_proto, make_upgrade, new_engine};
 use crate::transport::peer::peer_allowed;
-use crate::transport::tcp::apply_tcp_options_ref;
+use crate::transport::tcp::apply_tcp_options;
 
 impl Reactor {
     /// Accepts every connection waiting on the listener `token`.
@@ -31,7 +31,7 @@ impl Reactor {
                     let endpoint = l.endpoint.clone();
                     if let Stream::Tcp(t) = &stream {
                         let s2 = socket2::SockRef::from(t);
-                        apply_tcp_options_ref(&s2, &setup.options);
+                        apply_tcp_options(&s2, &setup.options, true);
                     }
                     let fd = stream.as_raw_fd();
                     setup

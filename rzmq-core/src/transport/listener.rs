@@ -47,6 +47,19 @@ pub(crate) struct Listener {
     pub rdma_required: bool,
 }
 
+/// A listening tcp socket made non-blocking and registrable, with its LAST_ENDPOINT and fd.
+fn tcp_listener(std: std::net::TcpListener) -> Result<(ListenerKind, String, i32)> {
+    std.set_nonblocking(true)?;
+    let local = std.local_addr()?;
+    let fd = std.as_raw_fd();
+    let resolved = crate::endpoint::tcp_last_endpoint(&local);
+    Ok((
+        ListenerKind::Tcp(mio::net::TcpListener::from_std(std)),
+        resolved,
+        fd,
+    ))
+}
+
 /// Opens the listening socket of a tcp or ipc endpoint: returns it with the endpoint as
 /// resolved (LAST_ENDPOINT form) and its fd.
 pub(crate) fn listen(ep: &Endpoint, o: &Options) -> Result<(ListenerKind, String, i32)> {
@@ -56,15 +69,7 @@ pub(crate) fn listen(ep: &Endpoint, o: &Options) -> Result<(ListenerKind, String
             // SAFETY: the caller hands us ownership of a listening socket fd, as libzmq assumes.
             let std =
                 unsafe { <std::net::TcpListener as std::os::fd::FromRawFd>::from_raw_fd(o.use_fd) };
-            std.set_nonblocking(true)?;
-            let local = std.local_addr()?;
-            let fd = std.as_raw_fd();
-            let resolved = crate::endpoint::tcp_last_endpoint(&local);
-            (
-                ListenerKind::Tcp(mio::net::TcpListener::from_std(std)),
-                resolved,
-                fd,
-            )
+            tcp_listener(std)?
         }
         Endpoint::Ipc(ipc) if o.use_fd >= 0 => {
             // SAFETY: as above, a listening unix socket fd handed over by the application.
@@ -92,19 +97,10 @@ pub(crate) fn listen(ep: &Endpoint, o: &Options) -> Result<(ListenerKind, String
             if addr.is_ipv6() {
                 let _ = s.set_only_v6(false);
             }
-            crate::transport::tcp::apply_tcp_options(&s, o);
+            crate::transport::tcp::apply_tcp_options(&s, o, false);
             s.bind(&addr.into())?;
             s.listen(o.backlog.max(1))?;
-            s.set_nonblocking(true)?;
-            let std: std::net::TcpListener = s.into();
-            let local = std.local_addr()?;
-            let fd = std.as_raw_fd();
-            let resolved = crate::endpoint::tcp_last_endpoint(&local);
-            (
-                ListenerKind::Tcp(mio::net::TcpListener::from_std(std)),
-                resolved,
-                fd,
-            )
+            tcp_listener(s.into())?
         }
         Endpoint::Ipc(ipc) => {
             let b = ipc.resolve_bind(o.use_fd)?;

@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use crate::options::Options;
 
-/// Puts the socket's tcp options on a new (listening or connecting) socket.
-pub(crate) fn apply_tcp_options(sock: &socket2::Socket, o: &Options) {
+/// Puts the socket's tcp options on a new (listening or connecting) socket, or, with
+/// `accepted`, on a connection a listener accepted (as libzmq does: the same buffers,
+/// keepalive and retransmission timeout; the device binding was the listener's).
+pub(crate) fn apply_tcp_options(sock: &socket2::Socket, o: &Options, accepted: bool) {
     let _ = sock.set_nodelay(true);
     if o.sndbuf >= 0 {
         let _ = sock.set_send_buffer_size(o.sndbuf as usize);
@@ -37,25 +39,8 @@ pub(crate) fn apply_tcp_options(sock: &socket2::Socket, o: &Options) {
     if o.tcp_maxrt > 0 {
         let _ = sock.set_tcp_user_timeout(Some(Duration::from_millis(o.tcp_maxrt as u64)));
     }
-    if !o.bindtodevice.is_empty() {
+    if !accepted && !o.bindtodevice.is_empty() {
         let _ = sock.bind_device(Some(&o.bindtodevice));
-    }
-}
-
-/// Puts the socket's tcp options on an accepted connection.
-pub(crate) fn apply_tcp_options_ref(s: &socket2::SockRef<'_>, o: &Options) {
-    let _ = s.set_nodelay(true);
-    if o.sndbuf >= 0 {
-        let _ = s.set_send_buffer_size(o.sndbuf as usize);
-    }
-    if o.rcvbuf >= 0 {
-        let _ = s.set_recv_buffer_size(o.rcvbuf as usize);
-    }
-    if o.tcp_keepalive == 1 {
-        let _ = s.set_keepalive(true);
-    }
-    if o.tos != 0 {
-        let _ = s.set_tos(o.tos as u32);
     }
 }
 
@@ -67,7 +52,7 @@ pub(crate) fn tcp_connect(
 ) -> io::Result<mio::net::TcpStream> {
     let domain = socket2::Domain::for_address(dst);
     let s = socket2::Socket::new(domain, socket2::Type::STREAM.cloexec(), None)?;
-    apply_tcp_options(&s, o);
+    apply_tcp_options(&s, o, false);
     if let Some(src) = src {
         s.set_reuse_address(true)?;
         s.bind(&src.into())?;
