@@ -28,15 +28,20 @@ pub fn fuzz_connect_info(data: &[u8]) {
 }
 
 /// The soft provider's wire as a device reads it from a peer (`provider/soft/wire.rs`) and the
-/// soft part of a peer's endpoint descriptor (`provider/soft/endpoint.rs`). Layout: byte 0 even:
-/// the rest is a wire stream, split into 48-byte CRC-checked packet headers and the payloads
-/// their lengths announce, until the framing is lost (the device then drops the wire); byte 0
-/// odd: the rest is an endpoint's `extra`. Checks that a header whose CRC holds, and an `extra`
-/// that parses, encode back to the same bytes.
+/// soft part of a peer's endpoint descriptor (`provider/soft/endpoint.rs`). Layout: byte 0 mod 4
+/// is 0: the rest is a wire stream, split into 48-byte CRC-checked packet headers and the
+/// payloads their lengths announce, until the framing is lost (the device then drops the wire);
+/// odd: the rest is an endpoint's `extra`; 2: a wire's hello and the QP it names
+/// (`fuzz_soft_hello`). Checks that a header whose CRC holds, and an `extra` that parses, decode
+/// again to the same values from their own encoding.
 pub fn fuzz_soft_wire(data: &[u8]) {
     let Some((&sel, mut rest)) = data.split_first() else {
         return;
     };
+    if sel & 3 == 2 {
+        fuzz_soft_hello(rest);
+        return;
+    }
     if sel & 1 == 1 {
         // Values, not bytes, must survive a round trip: an address may be spelled more than
         // one way (`tcp:127.0.0.1:0040` is port 40 and re-encodes as `:40`).
@@ -65,9 +70,56 @@ pub fn fuzz_soft_wire(data: &[u8]) {
     }
 }
 
+/// A wire's hello as the accepting device reads it, and the device's verdict on it. Layout:
+/// the hello ([`soft::HELLO_LEN`] bytes), then the accepting device's id (8), the dialed QP's
+/// configured peer device (8) and QPN (4) and its secret (8), and a flags byte (1: the QP
+/// exists, 2: it has a peer, 4: RTR/RTS, 8: wired, 16: in error); missing bytes read as zero.
+/// Checks that a hello's values round-trip and that a wire is attached only to an existing,
+/// ready, unwired QP of this device whose peer and secret the hello names.
+fn fuzz_soft_hello(data: &[u8]) {
+    let mut b = [0u8; soft::HELLO_LEN + 29];
+    let n = data.len().min(b.len());
+    b[..n].copy_from_slice(&data[..n]);
+    let (hello, target) = b.split_at(soft::HELLO_LEN);
+    let hello_bytes: &[u8; soft::HELLO_LEN] = hello.try_into().expect("HELLO_LEN bytes");
+    let hello = soft::Hello::decode(hello_bytes);
+    if let Some(h) = hello {
+        assert_eq!(
+            soft::Hello::decode(&h.encode()),
+            Some(h),
+            "hello does not round-trip"
+        );
+    }
+    let u64at = |o: usize| u64::from_be_bytes(target[o..o + 8].try_into().expect("8 bytes"));
+    let dev = u64at(0);
+    let flags = target[28];
+    let qp = (flags & 1 != 0).then(|| soft::HelloTarget {
+        remote: (flags & 2 != 0).then(|| {
+            let qpn = u32::from_be_bytes(target[16..20].try_into().expect("4 bytes"));
+            (u64at(8), qpn)
+        }),
+        secret: u64at(20),
+        ready: flags & 4 != 0,
+        wired: flags & 8 != 0,
+        errored: flags & 16 != 0,
+    });
+    if soft::judge_hello(hello.as_ref(), dev, qp) == soft::HelloVerdict::Attach {
+        let h = hello.expect("attached without a hello");
+        let qp = qp.expect("attached without a QP");
+        assert_eq!(h.dst_dev, dev, "attached to another device's hello");
+        assert_eq!(
+            qp.remote,
+            Some((h.src_dev, h.src_qpn)),
+            "attached a stranger"
+        );
+        assert_eq!(qp.secret, h.dst_secret, "attached without the secret");
+        assert!(qp.ready && !qp.wired && !qp.errored, "attached to {qp:?}");
+    }
+}
+
 /// Well-formed [`fuzz_soft_wire`] inputs: a stream of a SEND with its payload, a WRITE with
-/// immediate data and an ACK, as a device encodes them; and two endpoint `extra`s (with and
-/// without the direct-read part).
+/// immediate data and an ACK, as a device encodes them; an endpoint `extra`; and a hello to a
+/// QP that expects it.
 pub fn seed_soft_wire() -> Vec<Vec<u8>> {
     let mut stream = vec![0u8];
     for (kind, flags, len) in [(1u8, 0u8, 5u32), (2, 1, 3), (5, 0, 0)] {
@@ -87,7 +139,22 @@ pub fn seed_soft_wire() -> Vec<Vec<u8>> {
     let addr = soft::WireAddr::parse("tcp:127.0.0.1:4000").expect("address");
     let mut plain = vec![1u8];
     plain.extend(soft::encode_extra(3, 0x55, &addr, None));
-    vec![stream, plain]
+    // A hello as a device dials with it, to a ready QP that expects it.
+    let hello = soft::Hello {
+        src_dev: 3,
+        src_qpn: 0x11,
+        dst_dev: 4,
+        dst_qpn: 0x22,
+        dst_secret: 0x5eed,
+    };
+    let mut dial = vec![2u8];
+    dial.extend_from_slice(&hello.encode());
+    dial.extend_from_slice(&4u64.to_be_bytes());
+    dial.extend_from_slice(&3u64.to_be_bytes());
+    dial.extend_from_slice(&0x11u32.to_be_bytes());
+    dial.extend_from_slice(&0x5eedu64.to_be_bytes());
+    dial.push(1 | 2 | 4);
+    vec![stream, plain, dial]
 }
 
 /// Well-formed [`fuzz_connect_info`] inputs: blobs with a soft endpoint (an `extra` of 40 bytes)
@@ -418,6 +485,20 @@ mod tests {
         }
         assert_eq!(at, stream.len());
         assert!(soft::decode_extra(&seeds[1][1..]).is_ok());
+        // The hello seed reaches the attach verdict (so the fuzzer starts past the checks).
+        let dial = &seeds[2][1..];
+        let hello = soft::Hello::decode(dial[..soft::HELLO_LEN].try_into().unwrap());
+        let target = soft::HelloTarget {
+            remote: Some((3, 0x11)),
+            secret: 0x5eed,
+            ready: true,
+            wired: false,
+            errored: false,
+        };
+        assert_eq!(
+            soft::judge_hello(hello.as_ref(), 4, Some(target)),
+            soft::HelloVerdict::Attach
+        );
         for seed in &seeds {
             for cut in 0..seed.len() {
                 fuzz_soft_wire(&seed[..cut]);

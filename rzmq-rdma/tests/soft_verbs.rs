@@ -992,8 +992,10 @@ fn a_third_party_without_the_qp_secret_cannot_attach_a_wire() {
     s.write_all(&hello).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut byte = [0u8; 1];
+    // Closed at once (a wrong guess at a ready QP is not kept open), well before the read
+    // timeout and the listener's 10 s accept deadline.
     assert!(
-        matches!(s.read(&mut byte), Ok(0) | Err(_)),
+        matches!(s.read(&mut byte), Ok(0)),
         "the listener kept a wire with a wrong secret"
     );
     // The real peer still connects and traffic flows both ways.

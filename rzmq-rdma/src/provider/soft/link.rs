@@ -13,7 +13,7 @@ use super::config::WireAddr;
 use super::device::Shared;
 use super::engine::RqEntry;
 use super::mr::mr_ok;
-use super::wire::{hello, Hdr};
+use super::wire::{Hdr, Hello};
 use crate::provider::*;
 
 /// Payloads up to this size are copied into the transmit buffer (one write for many packets);
@@ -135,7 +135,14 @@ pub(super) fn connect_wire(
         }
         WireAddr::Unix(p) => WireStream::Unix(UnixStream::connect(p)?),
     };
-    s.write_all(&hello(src_dev, src_qpn, dst_dev, dst_qpn, dst_secret))?;
+    let hello = Hello {
+        src_dev,
+        src_qpn,
+        dst_dev,
+        dst_qpn,
+        dst_secret,
+    };
+    s.write_all(&hello.encode())?;
     s.set_nonblocking(true)?;
     Ok(s)
 }

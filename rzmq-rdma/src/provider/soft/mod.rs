@@ -97,7 +97,9 @@ pub use qp::SoftQp;
 pub(crate) use endpoint::{decode_extra, encode_extra};
 pub(crate) use mr::{window_fits, MrEntry};
 pub(crate) use qp::{recv_admission, send_admission, transition_ok, Admission};
-pub(crate) use wire::{decode_header, Hdr, HDR_LEN};
+pub(crate) use wire::{
+    decode_header, judge_hello, Hdr, Hello, HelloTarget, HelloVerdict, HDR_LEN, HELLO_LEN,
+};
 
 use std::sync::{Mutex, MutexGuard};
 

@@ -10,7 +10,7 @@ use super::device::Shared;
 use super::engine::QpShared;
 use super::link::{Listener, Wire, WireStream};
 use super::lock;
-use super::wire::{HELLO_LEN, HELLO_MAGIC};
+use super::wire::{judge_hello, Hello, HelloTarget, HelloVerdict, HELLO_LEN};
 use crate::provider::*;
 
 pub(super) struct Pending {
@@ -139,38 +139,28 @@ pub(super) fn serve_pending(sh: &Shared, pending: &mut Vec<Pending>) {
             }
         }
         if !drop_it && p.got == HELLO_LEN {
-            let b = &p.buf;
-            let u64at = |o: usize| {
-                let mut x = [0u8; 8];
-                x.copy_from_slice(&b[o..o + 8]);
-                u64::from_be_bytes(x)
-            };
-            let u32at = |o: usize| u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
-            if &b[0..4] != HELLO_MAGIC || u64at(16) != sh.id {
-                drop_it = true;
-            } else {
-                let (src_dev, src_qpn, dst_qpn) = (u64at(4), u32at(12), u32at(24));
-                let qp = lock(&sh.qps).get(&dst_qpn).cloned();
-                match qp {
-                    None => {}
-                    Some(qp) => {
-                        let mut g = qp.lock();
-                        // The wire must come from the configured peer QP and know this QP's
-                        // secret (constant-time enough: one 64-bit compare per attempt, and a
-                        // wrong guess closes the stream).
-                        let matches = g
-                            .remote
-                            .is_some_and(|r| r.dev == src_dev && r.qpn == src_qpn)
-                            && u64at(28) == qp.secret;
-                        let ready = matches!(g.state, QpState::Rtr | QpState::Rts);
-                        if matches && ready && g.wire.is_none() {
+            let hello = Hello::decode(&p.buf);
+            let qp = hello.and_then(|h| lock(&sh.qps).get(&h.dst_qpn).cloned());
+            match qp {
+                None => drop_it = judge_hello(hello.as_ref(), sh.id, None) == HelloVerdict::Drop,
+                Some(qp) => {
+                    // Judged and attached under one hold of the QP's lock.
+                    let mut g = qp.lock();
+                    let target = HelloTarget {
+                        remote: g.remote.map(|r| (r.dev, r.qpn)),
+                        secret: qp.secret,
+                        ready: matches!(g.state, QpState::Rtr | QpState::Rts),
+                        wired: g.wire.is_some(),
+                        errored: g.state == QpState::Err,
+                    };
+                    match judge_hello(hello.as_ref(), sh.id, Some(target)) {
+                        HelloVerdict::Wait => {}
+                        HelloVerdict::Drop => drop_it = true,
+                        HelloVerdict::Attach => {
                             let p = pending.swap_remove(i);
                             g.wire = Some(Wire::new(p.stream));
                             sh.doorbell.signal();
                             continue;
-                        }
-                        if g.wire.is_some() || g.state == QpState::Err {
-                            drop_it = true;
                         }
                     }
                 }

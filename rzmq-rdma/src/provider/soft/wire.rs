@@ -7,7 +7,8 @@ pub(super) const PSN_MASK: u32 = 0xff_ffff;
 /// Bytes of a packet header on the wire.
 pub(crate) const HDR_LEN: usize = 48;
 pub(super) const HDR_MAGIC: u16 = 0x5253;
-pub(super) const HELLO_LEN: usize = 40;
+/// Bytes of a wire's hello.
+pub(crate) const HELLO_LEN: usize = 40;
 pub(super) const HELLO_MAGIC: &[u8; 4] = b"RZSW";
 
 pub(super) const K_SEND: u8 = 1;
@@ -158,27 +159,187 @@ pub(super) fn rnr_delay(code: u32) -> Duration {
     Duration::from_micros(u64::from(US[(code & 31) as usize]))
 }
 
-pub(super) fn hello(
-    src_dev: u64,
-    src_qpn: u32,
-    dst_dev: u64,
-    dst_qpn: u32,
-    dst_secret: u64,
-) -> [u8; HELLO_LEN] {
-    let mut b = [0u8; HELLO_LEN];
-    b[0..4].copy_from_slice(HELLO_MAGIC);
-    b[4..12].copy_from_slice(&src_dev.to_be_bytes());
-    b[12..16].copy_from_slice(&src_qpn.to_be_bytes());
-    b[16..24].copy_from_slice(&dst_dev.to_be_bytes());
-    b[24..28].copy_from_slice(&dst_qpn.to_be_bytes());
-    b[28..36].copy_from_slice(&dst_secret.to_be_bytes());
-    b
+/// The first bytes a wire carries ([`HELLO_LEN`], big-endian): which QP dials which, and the
+/// secret of the QP it dials, learnt from that QP's endpoint descriptor. Layout: magic (0..4),
+/// source device (4..12), source QPN (12..16), destination device (16..24), destination QPN
+/// (24..28), destination secret (28..36), reserved (36..40: sent zero, ignored on receipt).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hello {
+    /// The dialing device.
+    pub(crate) src_dev: u64,
+    /// The dialing QP.
+    pub(crate) src_qpn: u32,
+    /// The device dialed.
+    pub(crate) dst_dev: u64,
+    /// The QP dialed.
+    pub(crate) dst_qpn: u32,
+    /// The dialed QP's secret.
+    pub(crate) dst_secret: u64,
+}
+
+impl Hello {
+    /// The hello's bytes on the wire.
+    pub(crate) fn encode(&self) -> [u8; HELLO_LEN] {
+        let mut b = [0u8; HELLO_LEN];
+        b[0..4].copy_from_slice(HELLO_MAGIC);
+        b[4..12].copy_from_slice(&self.src_dev.to_be_bytes());
+        b[12..16].copy_from_slice(&self.src_qpn.to_be_bytes());
+        b[16..24].copy_from_slice(&self.dst_dev.to_be_bytes());
+        b[24..28].copy_from_slice(&self.dst_qpn.to_be_bytes());
+        b[28..36].copy_from_slice(&self.dst_secret.to_be_bytes());
+        b
+    }
+
+    /// Decodes a hello; `None` when the magic is wrong (not a soft wire).
+    pub(crate) fn decode(b: &[u8; HELLO_LEN]) -> Option<Hello> {
+        if &b[0..4] != HELLO_MAGIC {
+            return None;
+        }
+        let u64at = |o: usize| {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(&b[o..o + 8]);
+            u64::from_be_bytes(x)
+        };
+        let u32at = |o: usize| u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        Some(Hello {
+            src_dev: u64at(4),
+            src_qpn: u32at(12),
+            dst_dev: u64at(16),
+            dst_qpn: u32at(24),
+            dst_secret: u64at(28),
+        })
+    }
+}
+
+/// What the dialed QP looks like when a hello names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HelloTarget {
+    /// The peer QP it was connected to (`modify_qp` to RTR), as (device, QPN).
+    pub(crate) remote: Option<(u64, u32)>,
+    /// Its secret.
+    pub(crate) secret: u64,
+    /// It is in RTR or RTS.
+    pub(crate) ready: bool,
+    /// It has its wire already.
+    pub(crate) wired: bool,
+    /// It is in the error state.
+    pub(crate) errored: bool,
+}
+
+/// What a device does with an incoming wire once its hello is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HelloVerdict {
+    /// The wire becomes the QP's.
+    Attach,
+    /// Not yet decidable (no such QP yet, or the QP is not yet RTR): keep the stream until
+    /// the accept deadline.
+    Wait,
+    /// Close the stream: not a soft wire, another device, a QP that has its wire or failed, or
+    /// a ready QP whose configured peer or secret the hello does not match (a wrong guess is
+    /// not kept open for another).
+    Drop,
+}
+
+/// Judges a hello read by device `dev`, given the QP it names (`None`: no such QP).
+pub(crate) fn judge_hello(
+    hello: Option<&Hello>,
+    dev: u64,
+    qp: Option<HelloTarget>,
+) -> HelloVerdict {
+    let Some(h) = hello else {
+        return HelloVerdict::Drop;
+    };
+    if h.dst_dev != dev {
+        return HelloVerdict::Drop;
+    }
+    let Some(qp) = qp else {
+        return HelloVerdict::Wait;
+    };
+    if qp.wired || qp.errored {
+        return HelloVerdict::Drop;
+    }
+    if !qp.ready {
+        return HelloVerdict::Wait;
+    }
+    // One 64-bit compare per attempt, and a wrong guess closes the stream.
+    if qp.remote == Some((h.src_dev, h.src_qpn)) && h.dst_secret == qp.secret {
+        HelloVerdict::Attach
+    } else {
+        HelloVerdict::Drop
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::FramingLost;
+    use super::{judge_hello, Hello, HelloTarget, HelloVerdict};
     use crate::provider::soft::{decode_header, Hdr};
+
+    /// A wire is attached only to a ready, unwired QP of this device whose configured peer and
+    /// secret its hello names; a wrong guess at a ready QP closes the stream, and a hello that
+    /// comes before the QP is ready waits for it.
+    #[test]
+    fn a_hello_attaches_only_with_the_right_peer_and_secret() {
+        let h = Hello {
+            src_dev: 1,
+            src_qpn: 10,
+            dst_dev: 2,
+            dst_qpn: 20,
+            dst_secret: 0xabc,
+        };
+        assert_eq!(Hello::decode(&h.encode()), Some(h));
+        let mut bad = h.encode();
+        bad[0] ^= 1;
+        assert_eq!(Hello::decode(&bad), None);
+        assert_eq!(judge_hello(None, 2, None), HelloVerdict::Drop);
+        let qp = HelloTarget {
+            remote: Some((1, 10)),
+            secret: 0xabc,
+            ready: true,
+            wired: false,
+            errored: false,
+        };
+        use HelloVerdict::*;
+        let cases = [
+            (h, 2, Some(qp), Attach),
+            (h, 3, Some(qp), Drop),
+            (h, 2, None, Wait),
+            (
+                Hello {
+                    dst_secret: 0xabd,
+                    ..h
+                },
+                2,
+                Some(qp),
+                Drop,
+            ),
+            (Hello { src_qpn: 11, ..h }, 2, Some(qp), Drop),
+            (
+                h,
+                2,
+                Some(HelloTarget {
+                    ready: false,
+                    remote: None,
+                    ..qp
+                }),
+                Wait,
+            ),
+            (h, 2, Some(HelloTarget { wired: true, ..qp }), Drop),
+            (
+                h,
+                2,
+                Some(HelloTarget {
+                    errored: true,
+                    ready: false,
+                    ..qp
+                }),
+                Drop,
+            ),
+        ];
+        for (i, (hello, dev, target, want)) in cases.into_iter().enumerate() {
+            assert_eq!(judge_hello(Some(&hello), dev, target), want, "case {i}");
+        }
+    }
 
     #[test]
     fn a_header_decodes_as_encoded_and_a_broken_one_says_why() {
