@@ -36,6 +36,9 @@ pub enum Kind {
     Choice(&'static [&'static str]),
     /// Free text (a name, an address).
     Text,
+    /// Free text where an empty value is a value of its own, not the default
+    /// (`RZMQ_TCP_LOCAL_CC`: empty keeps the host's algorithm).
+    TextOrEmpty,
 }
 
 impl Kind {
@@ -46,6 +49,7 @@ impl Kind {
             Kind::Uint { max } => format!("an integer from 0 to {max}"),
             Kind::Choice(words) => words.join(", "),
             Kind::Text => "text".to_string(),
+            Kind::TextOrEmpty => "text (empty allowed)".to_string(),
         }
     }
 }
@@ -149,7 +153,7 @@ pub static TABLE: &[Var] = &[
     },
     Var {
         name: "RZMQ_TCP_LOCAL_CC",
-        kind: Kind::Text,
+        kind: Kind::TextOrEmpty,
         default: "reno",
         option: "context ZMQ_RZMQ_TCP_LOCAL_CC (zmq_ctx_set_ext) / CtxOptions::tcp_local_cc",
         doc: "congestion control of same-host tcp connections (off, default or empty: the host's)",
@@ -187,7 +191,7 @@ pub enum Value {
 /// Parses `value` as `var`'s kind (an empty value is `Ok(None)`: the default).
 pub fn parse(var: &Var, value: &str) -> Result<Option<Value>, SettingError> {
     let v = value.trim();
-    if v.is_empty() {
+    if v.is_empty() && var.kind != Kind::TextOrEmpty {
         return Ok(None);
     }
     let err = || SettingError {
@@ -210,7 +214,7 @@ pub fn parse(var: &Var, value: &str) -> Result<Option<Value>, SettingError> {
                 .copied()
                 .ok_or_else(err)?,
         ),
-        Kind::Text => Value::Text(v.to_string()),
+        Kind::Text | Kind::TextOrEmpty => Value::Text(v.to_string()),
     }))
 }
 
@@ -330,18 +334,7 @@ pub fn local_cc(text: &str) -> Option<Vec<u8>> {
 /// rzmq-core's defaults from the environment, parsed on first use (bad values reported once).
 pub fn core() -> &'static CoreDefaults {
     static DEFAULTS: OnceLock<CoreDefaults> = OnceLock::new();
-    DEFAULTS.get_or_init(|| {
-        let d = CoreDefaults::from_lookup(read_or_default);
-        // An empty RZMQ_TCP_LOCAL_CC keeps the host's algorithm (as before), unlike other
-        // variables, where empty means the default.
-        match std::env::var_os("RZMQ_TCP_LOCAL_CC") {
-            Some(v) if v.is_empty() => CoreDefaults {
-                tcp_local_cc: None,
-                ..d
-            },
-            _ => d,
-        }
-    })
+    DEFAULTS.get_or_init(|| CoreDefaults::from_lookup(read_or_default))
 }
 
 #[cfg(test)]
@@ -394,6 +387,17 @@ mod tests {
             _ => None,
         });
         assert!(!d.framed && d.busy_poll_us == 0 && d.tcp_local_cc.is_none() && d.direct);
+        // Empty is the default for every variable but RZMQ_TCP_LOCAL_CC, where it keeps the
+        // host's algorithm.
+        let cc = entry(TABLE, "RZMQ_TCP_LOCAL_CC");
+        let empty = parse(cc, " ").unwrap();
+        assert_eq!(empty, Some(Value::Text(String::new())));
+        let d = CoreDefaults::from_lookup(|v| match v.name {
+            "RZMQ_TCP_LOCAL_CC" => empty.clone(),
+            _ => None,
+        });
+        assert!(d.tcp_local_cc.is_none());
+        assert!(CoreDefaults::built_in().tcp_local_cc.is_some());
     }
 
     #[test]
