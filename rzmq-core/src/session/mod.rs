@@ -131,9 +131,6 @@ impl Session {
             None => addr.to_string(),
         };
         Session {
-            setup,
-            endpoint: addr.to_string(),
-            monitor_endpoint,
             connect: Some(ConnectInfo {
                 ep: ep.clone(),
                 ivl: Duration::from_millis(reconnect_ivl.max(0) as u64),
@@ -142,22 +139,7 @@ impl Session {
                 socks: None,
             }),
             pipe,
-            engine: None,
-            socket_closed: false,
-            phase: Phase::Down,
-            timers: TimerTable::default(),
-            listener: None,
-            drop_partial: false,
-            rdma_required,
-            zap: None,
-            direct: None,
-            rx: None,
-            held_seen: None,
-            deaf: false,
-            counted: false,
-            last_moved: 0,
-            alt_again: false,
-            delivered_since_out: false,
+            ..Session::new(setup, addr.to_string(), monitor_endpoint, rdma_required)
         }
     }
 
@@ -170,16 +152,32 @@ impl Session {
         rdma_required: bool,
     ) -> Session {
         Session {
+            engine: Some(engine),
+            phase: Phase::Handshaking,
+            listener: Some(listener),
+            ..Session::new(setup, endpoint.clone(), endpoint, rdma_required)
+        }
+    }
+
+    /// What every session starts from: no connection, pipe or engine yet, phase down, no
+    /// timers, and every flag clear.
+    fn new(
+        setup: ConnSetup,
+        endpoint: String,
+        monitor_endpoint: String,
+        rdma_required: bool,
+    ) -> Session {
+        Session {
             setup,
-            monitor_endpoint: endpoint.clone(),
             endpoint,
+            monitor_endpoint,
             connect: None,
             pipe: None,
-            engine: Some(engine),
+            engine: None,
             socket_closed: false,
-            phase: Phase::Handshaking,
+            phase: Phase::Down,
             timers: TimerTable::default(),
-            listener: Some(listener),
+            listener: None,
             drop_partial: false,
             rdma_required,
             zap: None,
