@@ -15,10 +15,21 @@ The shape is Mooncake's transfer-engine connector's, without its one-receiver li
 - a key stays until its `consumers` deliveries are done, cleanup(), its TTL, or close(); keys
   naming the same content share one copy; shared payloads reach each host once (HostCache).
 
+Finding the producer. Inside vllm-omni the stage runners locate a producer by port, not by
+put()'s metadata: the orchestrator tells a consumer `source_host` and `source_port` computed by
+vllm-omni's own rule (`compute_connector_zmq_port`: base `zmq_port`, default 50051, plus the
+producing stage, plus 16 per local rank and 1024 per replica), and a consumer without that
+(talker -> code2wav) has only the key. So a producer that knows its stage (vllm-omni puts
+`stage_id` in every connector's config) listens on exactly that port, on every interface, and
+a get() without metadata asks the same port of `sender_host` (default: this host). Outside
+vllm-omni (no `stage_id`), `zmq_port` is the port itself and 0 picks a free one.
+
 Config (a stage config's connector `extra`, see docs/OMNI_CONNECTOR.md):
-    host                 address to bind and advertise ("auto": this host's address)
-    zmq_port             producer port (0: any free port)
-    role                 "sender" (bind, put and get), "receiver" (get only) or "auto" (= sender)
+    host                 address to advertise ("auto": this host's address)
+    bind_host            address to listen on (default: every interface, "0.0.0.0")
+    zmq_port             base port (vllm-omni's rule above; default 50051 inside vllm-omni, else 0)
+    role                 "sender"/"auto" (listen at start), "receiver" (listen at the first put:
+                         a middle stage's one connector both receives and sends)
     sender_host, sender_zmq_port   the producer asked when get() has no metadata
     memory_pool_size     producer byte budget (default 1 GiB)
     buffer_ttl_seconds   a key unused this long is released (default 300; 0: never)
@@ -53,6 +64,11 @@ logger = logging.getLogger("rzmq.omni")
 
 _STOP = b"stop"
 _SEPARATORS = "@_-:/."
+DEFAULT_BASE_PORT = 50051  # vllm-omni's default connector base port
+# How long a get() that failed at once (no producer address, a refused endpoint) waits before it
+# returns: vllm-omni's runners call get() again as soon as it returns, and a failure that repeats
+# at once must not turn that into a busy loop (nor one log line per try).
+FAILED_GET_PAUSE = 0.05
 
 
 def _flag(value, default: bool, name: str) -> bool:
@@ -131,6 +147,18 @@ class RzmqConnector(OmniConnectorBase):
             raise ValueError(f"rdma must be auto or require, not {self.rdma!r}")
         self.sender_host = c.get("sender_host")
         self.sender_zmq_port = c.get("sender_zmq_port")
+        self.bind_host = str(c.get("bind_host") or "0.0.0.0")
+        stage = c.get("from_stage", c.get("stage_id"))
+        self.stage_id = int(stage) if stage is not None and str(stage).lstrip("-").isdigit() else None
+        default_base = DEFAULT_BASE_PORT if self.stage_id is not None else 0
+        self.base_port = expand_env_int(c.get("zmq_port", default_base) or 0, "zmq_port")
+        if not 0 <= self.base_port <= 65535:
+            raise ValueError(f"zmq_port must be a port number, not {self.base_port}")
+        if self.stage_id is not None and self.base_port == 0:
+            logger.warning("RzmqConnector: zmq_port 0 inside vllm-omni: its runners find a producer by "
+                           "port (base + stage), so a consumer without put()'s metadata cannot find this one")
+        self._bind_lock = threading.Lock()
+        self._warned: set[str] = set()
         self._sender_ranks: dict[int, tuple[str, int]] = {}
         self.get_timeout = float(c.get("get_timeout", 30.0))
         self.library = _serving_library()
@@ -142,6 +170,8 @@ class RzmqConnector(OmniConnectorBase):
                     "start the process with `rzmq run`, RZMQ_ACTIVATE=1 or LD_PRELOAD of rzmq's libzmq.so")
             logger.warning("RzmqConnector: pyzmq is served by %s, not rzmq: stage data moves over plain "
                            "libzmq TCP", self.library)
+        if self.rdma == "require":
+            self._check_rdma_possible()
         self.store = Store(int(c.get("memory_pool_size", 1 << 30)), float(c.get("buffer_ttl_seconds", 300.0)),
                            int(c.get("consumers", 1)))
         self.host_cache = None
@@ -163,28 +193,80 @@ class RzmqConnector(OmniConnectorBase):
         self._thread = None
         self.port = None
         self.endpoint = None
+        self._closed = False
         if self.can_put:
-            self._router = self.ctx.socket(zmq.ROUTER)
-            for opt, val in ((zmq.LINGER, 0), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.ROUTER_MANDATORY, 1)):
-                self._router.setsockopt(opt, val)
-            port = expand_env_int(c.get("zmq_port", 0) or 0, "zmq_port")
             try:
-                self._router.bind(f"tcp://{self.host}:{port or '*'}")
+                self._start_producer()
+            except Exception:
+                self.close()
+                raise
+        logger.info("RzmqConnector: role=%s stage=%s endpoint=%s rdma=%s library=%s", role, self.stage_id,
+                    self.endpoint, self.rdma, self.library)
+
+    def _producer_port(self, from_stage: int | None) -> int:
+        """Where the producer of `from_stage` listens: vllm-omni's port rule, or zmq_port itself."""
+        if self.base_port == 0 or from_stage is None:
+            return self.base_port
+        from vllm_omni.distributed.omni_connectors.utils.initialization import compute_connector_zmq_port
+        from vllm_omni.distributed.omni_connectors.utils.local_rank import get_connector_local_rank
+
+        return compute_connector_zmq_port(self.base_port, purpose="request_forwarding", from_stage=int(from_stage),
+                                          local_rank=get_connector_local_rank(),
+                                          replica_id=max(int(os.environ.get("VLLM_OMNI_REPLICA_ID", "0")), 0))
+
+    def _start_producer(self) -> None:
+        """Binds the producer's ROUTER and starts its service thread (once)."""
+        with self._bind_lock:
+            if self._thread is not None:
+                return
+            port = self._producer_port(self.stage_id)
+            router = self.ctx.socket(zmq.ROUTER)
+            for opt, val in ((zmq.LINGER, 0), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.ROUTER_MANDATORY, 1)):
+                router.setsockopt(opt, val)
+            try:
+                router.bind(f"tcp://{self.bind_host}:{port or '*'}")
             except zmq.ZMQError as e:
-                self._router.close(0)
-                self.ctx.term()
-                raise RuntimeError(f"RzmqConnector: cannot bind tcp://{self.host}:{port}: {e}") from e
-            self.endpoint = self._router.getsockopt_string(zmq.LAST_ENDPOINT)
-            self.port = int(self.endpoint.rsplit(":", 1)[1])
+                router.close(0)
+                hint = (" (another producer of this stage on this host? vllm-omni gives each stage, rank and "
+                        "replica its own port from the base zmq_port)" if e.errno == zmq.EADDRINUSE else "")
+                raise RuntimeError(f"RzmqConnector: cannot listen on tcp://{self.bind_host}:{port}: {e}{hint}") from e
+            self._router = router
+            bound = router.getsockopt_string(zmq.LAST_ENDPOINT)
+            self.port = int(bound.rsplit(":", 1)[1])
+            self.endpoint = f"tcp://{self.host}:{self.port}"
             self._wake_ep = f"inproc://rzmq-omni-{self.producer_id}"
             self._wake_rx = self.ctx.socket(zmq.PULL)
             self._wake_rx.bind(self._wake_ep)
             self._thread = threading.Thread(target=self._serve, name="rzmq-omni-producer", daemon=True)
-            self._closed = False
             self._thread.start()
-        self._closed = False
-        logger.info("RzmqConnector: role=%s endpoint=%s rdma=%s library=%s", role, self.endpoint, self.rdma,
-                    self.library)
+            logger.info("RzmqConnector: stage %s producer listening on %s (advertised %s)", self.stage_id, bound,
+                        self.endpoint)
+
+    def _check_rdma_possible(self) -> None:
+        """`rdma: require` fails here, at construction, when this process cannot do RDMA: an
+        rdma:// endpoint is refused at once then (EPROTONOSUPPORT), and every get() would fail."""
+        if not self.on_rzmq:
+            raise RuntimeError(
+                "RzmqConnector: rdma: require, but pyzmq is served by "
+                f"{self.library or 'an unknown libzmq'}, not rzmq: start the process with `rzmq run`, "
+                "RZMQ_ACTIVATE=1 or LD_PRELOAD of rzmq's libzmq.so, or set rdma: auto")
+        ctx = zmq.Context()
+        try:
+            s = ctx.socket(zmq.DEALER)
+            s.setsockopt(zmq.LINGER, 0)
+            try:
+                s.connect("rdma://127.0.0.1:9")
+            except zmq.ZMQError as e:
+                raise RuntimeError(
+                    f"RzmqConnector: rdma: require, but this process cannot do RDMA ({e}): no RDMA device "
+                    "was found and no provider was chosen. Set RZMQ_RDMA_PROVIDER=soft for rzmq's software "
+                    "RDMA provider (tests, hosts without a NIC), RZMQ_RDMA_DEVICE to pick a device, or "
+                    "rdma: auto to move the data over TCP where RDMA is not possible "
+                    "(RZMQ_RDMA_LOG=1 says why RDMA is unavailable)") from e
+            finally:
+                s.close(0)
+        finally:
+            ctx.term()
 
     # ------------------------------------------------------------------ producer
 
@@ -192,9 +274,14 @@ class RzmqConnector(OmniConnectorBase):
         """Leaves `data` for consumers; returns (ok, bytes, metadata for get())."""
         if self._closed:
             raise RuntimeError("RzmqConnector is closed")
-        if not self.can_put:
-            logger.warning("RzmqConnector: put(%s) on a receiver-only connector", put_key)
-            return False, 0, None
+        if self._thread is None:
+            # A receiver that puts is a middle stage sending on (vllm-omni gives a stage one connector)
+            try:
+                self._start_producer()
+            except RuntimeError as e:
+                self._count("put_failures")
+                logger.error("%s", e)
+                return False, 0, None
         key = self._make_key(put_key, from_stage, to_stage)
         try:
             parts, meta, content = payload.encode(data, self.serialize_obj)
@@ -361,10 +448,12 @@ class RzmqConnector(OmniConnectorBase):
             raise RuntimeError("RzmqConnector is closed")
         key = self._make_key(get_key, from_stage, to_stage)
         self._count("gets")
-        source = self._source(metadata)
+        source = self._source(metadata, from_stage)
         if source is None:
-            logger.warning("RzmqConnector: get(%s) without a producer address (no metadata, no sender_host)", key)
             self._count("get_errors")
+            self._warn_once("no-source", "RzmqConnector: get(%s) has no producer address: no metadata, no "
+                            "sender_host/sender_zmq_port and no stage to derive the port from", key)
+            self._pause_failed_get(deadline)
             return None
         meta = metadata or {}
         content = meta.get("content")
@@ -429,18 +518,35 @@ class RzmqConnector(OmniConnectorBase):
             return None
         return obj, meta["size"]
 
-    def _source(self, metadata) -> str | None:
+    def _source(self, metadata, from_stage=None) -> str | None:
+        """The producer's endpoint: put()'s metadata (or vllm-omni's sender info), a sender rank, the
+        configured sender, or else the port vllm-omni's rule gives the producing stage, on
+        `sender_host` (default: this host)."""
         rank = metadata.get("sender_rank") if metadata else None
+        sender_host = self.sender_host if self.sender_host and str(self.sender_host).lower() != "auto" else None
         if metadata and metadata.get("source_host") and metadata.get("source_port"):
             host, port = metadata["source_host"], metadata["source_port"]
         elif rank is not None and int(rank) in self._sender_ranks:
             host, port = self._sender_ranks[int(rank)]
-        elif self.sender_host and self.sender_zmq_port and str(self.sender_host).lower() != "auto":
-            host, port = self.sender_host, self.sender_zmq_port
+        elif sender_host and self.sender_zmq_port:
+            host, port = sender_host, self.sender_zmq_port
+        elif self.base_port and from_stage is not None and str(from_stage).isdigit():
+            host, port = sender_host or "127.0.0.1", self._producer_port(int(from_stage))
         else:
             return None
         scheme = "rdma" if self.rdma == "require" else "tcp"
         return f"{scheme}://{host}:{int(port)}"
+
+    def _warn_once(self, what: str, msg: str, *args) -> None:
+        """Logs a failure the first time it happens (a get() retried in a loop must not flood the log)."""
+        if what not in self._warned:
+            self._warned.add(what)
+            logger.warning(msg + " (logged once)", *args)
+
+    @staticmethod
+    def _pause_failed_get(deadline: float) -> None:
+        """A get() that failed at once returns only after a short pause (FAILED_GET_PAUSE)."""
+        time.sleep(max(0.0, min(FAILED_GET_PAUSE, deadline - time.monotonic())))
 
     def _dealer(self, endpoint: str) -> zmq.Socket:
         socks = getattr(self._local, "socks", None)
@@ -449,7 +555,9 @@ class RzmqConnector(OmniConnectorBase):
         sock = socks.get(endpoint)
         if sock is None:
             sock = self.ctx.socket(zmq.DEALER)
-            for opt, val in ((zmq.LINGER, 0), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0)):
+            # RECONNECT_IVL: a consumer may ask before a middle stage's producer listens (it starts
+            # at its first put); libzmq's default 100 ms would be added to that first transfer.
+            for opt, val in ((zmq.LINGER, 0), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.RECONNECT_IVL, 10)):
                 sock.setsockopt(opt, val)
             sock.connect(endpoint)
             socks[endpoint] = sock
@@ -501,8 +609,9 @@ class RzmqConnector(OmniConnectorBase):
                 return meta, parts, frames
         except zmq.ZMQError as e:
             self._count("get_errors")
-            logger.error("RzmqConnector: get(%s) from %s failed: %s", key, endpoint, e)
+            self._warn_once(f"zmq-{e.errno}-{endpoint}", "RzmqConnector: get(%s) from %s failed: %s", key, endpoint, e)
             self._drop_dealer(endpoint)
+            self._pause_failed_get(deadline)
             return None
 
     def query(self, metadata: dict[str, Any], key: str, timeout: float = 5.0) -> dict[str, Any] | None:

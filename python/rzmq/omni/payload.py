@@ -7,17 +7,32 @@ put() turns its data into parts (buffers sent without copying) plus a descriptio
 - `Parts([...])`: several raw buffers, one frame each (vLLM's own main-frame-plus-tensors shape);
 - `Shared(data, content)`: the data, named by its content so that consumers on one host fetch it
   once and a producer stores it once;
+- a dict, list or tuple holding torch tensors or numpy arrays at any depth (vllm-omni's stage
+  payloads: `{"embed": {"prefill": Tensor}, "ids": {...}, "meta": {...}}`), kind "tree": part 0
+  is vllm-omni's serializer's output for a skeleton in which each tensor is a small placeholder
+  (`{TREE_KEY: [tag, part index or inline bytes, dtype, shape]}`), and each tensor is one more
+  part, its bytes sent without copying (CPU contiguous tensors are not copied; others are made
+  contiguous or copied to host once, counted in meta "copies"); tensors of at most INLINE_MAX
+  bytes travel inside the skeleton;
 - anything else: vllm-omni's own serializer (`OmniConnectorBase.serialize_obj`), one part.
 
 get() hands raw payloads back as `RecvBuffer`s (vllm-omni's ManagedBuffer contract: `.tensor`,
 `.as_tensor`, `.to_bytes`, `.release`, plus `.buffer` and `.numpy()`), which are views of the
-received message or of the host cache's shared memory, never copies.
+received message or of the host cache's shared memory, never copies. A "tree" comes back as the
+sender's dicts and lists with each tensor (array) a view of its received frame: same dtype, shape
+and bytes, no copy; the tensor keeps the frame alive. Such tensors share memory with the message
+(or the host cache's read-only mapping): read them, or clone before writing in place.
 """
 
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any
+
+TREE_KEY = "__rzmq_tree__"  # the one key of a placeholder dict in a "tree" skeleton
+INLINE_MAX = 256  # tensors of at most this many bytes travel inside the skeleton (as vLLM's)
+MAX_TREE_PARTS = 1024  # tensors beyond this many go through the serializer (meta stays small)
 
 
 class Parts:
@@ -81,6 +96,199 @@ def _nbytes(buf) -> int:
     return memoryview(buf).nbytes
 
 
+_LEAVES = frozenset((str, int, float, bool, type(None), bytes))  # what holds no tensor
+
+
+class _Split:
+    """Takes the tensors and arrays out of a payload: a skeleton plus one buffer per tensor."""
+
+    def __init__(self):
+        self.bufs: list = []  # the tensors' bytes, parts 1.. of the payload
+        self.found = 0  # tensors and arrays replaced by placeholders
+        self.copies = 0  # tensors whose bytes had to be copied (made contiguous, moved to host)
+        self.copied = 0  # bytes those copies moved
+        self.inlined = 0  # tensors that travel inside the skeleton
+        self._seen: dict[int, dict] = {}  # id of a tensor met before -> its placeholder
+
+    def walk(self, x):
+        """`x` with its tensors replaced; the same object where nothing inside changed."""
+        if type(x) in _LEAVES:
+            return x
+        if isinstance(x, dict):
+            out = None
+            for k, v in x.items():
+                w = self.walk(v)
+                if w is not v:
+                    if out is None:
+                        out = dict(x)
+                    out[k] = w
+            out = x if out is None else out
+            # a user dict with the reserved key is wrapped, so it never reads as a placeholder
+            return {TREE_KEY: ["d", out]} if TREE_KEY in x else out
+        if isinstance(x, (list, tuple)):
+            if _LEAVES.issuperset(map(type, x)):  # token ids and alike: no walk per item
+                return x
+            items = [self.walk(v) for v in x]
+            if all(w is v for w, v in zip(items, x)):
+                return x
+            return items if isinstance(x, list) else tuple(items)
+        if id(x) in self._seen:  # one tensor in two places: one part, two placeholders
+            self.found += 1
+            return self._seen[id(x)]
+        if _is_tensor(x):
+            return self._remember(x, self._tensor(x))
+        np = sys.modules.get("numpy")
+        if np is not None and type(x) is np.ndarray and x.dtype.kind not in "OV":
+            return self._remember(x, self._array(x))
+        return x  # other objects are the serializer's (it copies what tensors they hold)
+
+    def _remember(self, x, placeholder):
+        if placeholder is not x:
+            self._seen[id(x)] = placeholder  # `x` lives in the payload while we walk: ids stay unique
+        return placeholder
+
+    def _full(self, nbytes: int) -> bool:
+        return nbytes > INLINE_MAX and len(self.bufs) >= MAX_TREE_PARTS
+
+    def _place(self, tag: str, buf, dtype: str, shape: list):
+        if _nbytes(buf) <= INLINE_MAX:  # empty tensors always: a zero-length frame gains nothing
+            self.inlined += 1
+            where = memoryview(buf).tobytes()
+        else:
+            self.bufs.append(buf)
+            where = len(self.bufs)  # part 0 is the skeleton
+        self.found += 1
+        return {TREE_KEY: [tag, where, dtype, shape]}
+
+    def _tensor(self, x):
+        torch = _torch()
+        if x.layout != torch.strided or x.is_quantized or x.is_nested or x.device.type == "meta":
+            return x  # no plain bytes to send: the serializer's
+        if self._full(x.nbytes):
+            return x
+        t = x.detach() if x.requires_grad else x
+        if t.is_conj() or t.is_neg():  # lazy bits: the bytes are not the values yet
+            t = t.resolve_conj().resolve_neg()
+            self._count_copy(t)
+        if t.device.type != "cpu":
+            host = torch.empty(t.shape, dtype=t.dtype)  # contiguous, whatever t's strides
+            host.copy_(t)  # one copy to host
+            t = host
+            self._count_copy(t)
+        elif not t.is_contiguous():
+            t = t.contiguous()
+            self._count_copy(t)
+        buf = t.reshape(-1).view(torch.uint8).numpy()  # every dtype (bfloat16 too) as bytes
+        return self._place("t", buf, str(t.dtype).removeprefix("torch."), list(t.shape))
+
+    def _array(self, x):
+        np = sys.modules["numpy"]
+        if self._full(x.nbytes):
+            return x
+        a = x
+        if not a.flags.c_contiguous:
+            a = np.ascontiguousarray(a)
+            self._count_copy(a)
+        buf = a.reshape(-1).view(np.uint8)
+        return self._place("n", buf, a.dtype.str, list(a.shape))
+
+    def _count_copy(self, t) -> None:
+        self.copies += 1
+        self.copied += t.nbytes
+
+
+def _shape(shape) -> tuple[int, ...]:
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        raise ValueError(f"bad shape {shape!r} in a tree payload")
+    return tuple(shape)
+
+
+def _tensor_of(view, dtype: str, shape) -> Any:
+    """A torch tensor over `view` (no copy) that keeps the received memory alive."""
+    import torch
+
+    dt = getattr(torch, dtype, None) if isinstance(dtype, str) else None
+    if not isinstance(dt, torch.dtype):
+        raise ValueError(f"unknown torch dtype {dtype!r} in a tree payload")
+    shape = _shape(shape)
+    count = 1
+    for d in shape:
+        count *= d
+    if count * dt.itemsize != view.nbytes:
+        raise ValueError(f"{view.nbytes} bytes for a {dtype}{list(shape)} tensor")
+    if not view.nbytes:
+        return torch.empty(shape, dtype=dt)
+    # A new memoryview: torch keeps a reference to it but no buffer export, so it must be one
+    # nobody releases; it holds the frame (or mapping) until the tensor goes.
+    return torch.frombuffer(memoryview(view), dtype=torch.uint8).view(dt).reshape(shape)
+
+
+def _array_of(view, dtype: str, shape) -> Any:
+    """A read-only numpy array over `view` (no copy)."""
+    import numpy as np
+
+    dt = np.dtype(dtype) if isinstance(dtype, str) else None
+    if dt is None or dt.kind in "OV":
+        raise ValueError(f"bad numpy dtype {dtype!r} in a tree payload")
+    shape = _shape(shape)
+    count = 1
+    for d in shape:
+        count *= d
+    if count * dt.itemsize != view.nbytes:
+        raise ValueError(f"{view.nbytes} bytes for a {dtype}{list(shape)} array")
+    return np.frombuffer(memoryview(view), dtype=dt).reshape(shape)
+
+
+class _Join:
+    """Puts a tree payload back together: each placeholder becomes a view of its frame."""
+
+    def __init__(self, views: list[memoryview]):
+        self.views = views
+        self.used: set[int] = set()  # parts a placeholder named
+
+    def walk(self, x):
+        """`x` (the deserialized skeleton, ours to change) with its placeholders replaced."""
+        if type(x) in _LEAVES:
+            return x
+        if isinstance(x, dict):
+            if TREE_KEY in x:
+                return self._placeholder(x)
+            for k, v in x.items():
+                w = self.walk(v)
+                if w is not v:
+                    x[k] = w
+            return x
+        if isinstance(x, list):
+            if not _LEAVES.issuperset(map(type, x)):
+                for i, v in enumerate(x):
+                    x[i] = self.walk(v)
+            return x
+        if isinstance(x, tuple):
+            return tuple(self.walk(v) for v in x)
+        return x
+
+    def _placeholder(self, x: dict):
+        spec = x[TREE_KEY]
+        if len(x) != 1 or not isinstance(spec, list) or not spec:
+            raise ValueError("bad placeholder in a tree payload")
+        if spec[0] == "d" and len(spec) == 2 and isinstance(spec[1], dict):
+            inner = spec[1]  # a user dict that has the reserved key: its values only
+            for k, v in inner.items():
+                inner[k] = self.walk(v)
+            return inner
+        if spec[0] not in ("t", "n") or len(spec) != 4:
+            raise ValueError(f"bad placeholder {spec[0]!r} in a tree payload")
+        tag, where, dtype, shape = spec
+        if isinstance(where, (bytes, bytearray, memoryview)):
+            view = memoryview(bytearray(where))  # inline: a tiny copy, writable like a tensor's own
+        elif type(where) is int and 1 <= where < len(self.views):
+            view = self.views[where]
+            self.used.add(where)
+        else:
+            raise ValueError(f"placeholder names part {where!r} of {len(self.views)}")
+        return _tensor_of(view, dtype, shape) if tag == "t" else _array_of(view, dtype, shape)
+
+
 def encode(data, serialize) -> tuple[list, dict[str, Any], str | None]:
     """(parts, meta, content id) for put()'s data; `serialize` turns other objects into bytes."""
     content = None
@@ -96,8 +304,15 @@ def encode(data, serialize) -> tuple[list, dict[str, Any], str | None]:
         meta = {"kind": "parts"}
     else:
         raw = raw_part(data)
+        split = _Split()
+        skeleton = split.walk(data) if raw is None and isinstance(data, (dict, list, tuple)) else None
         if raw is not None:
             parts, meta = [raw[0]], {"kind": "raw", **raw[1]}
+        elif split.found:
+            head = serialize(skeleton)
+            parts = [head, *split.bufs]
+            meta = {"kind": "tree", "skeleton": _nbytes(head), "tensors": split.found,
+                    "inlined": split.inlined, "copies": split.copies, "copied": split.copied}
         else:
             parts, meta = [serialize(data)], {"kind": "obj"}
     sizes = [_nbytes(p) for p in parts]
@@ -145,11 +360,11 @@ class RecvBuffer:
         """A 1-D uint8 torch tensor over the bytes (no copy), as ManagedBuffer.tensor."""
         import torch
 
-        import warnings
-
         with warnings.catch_warnings():  # the view is read-only; torch warns about that
             warnings.simplefilter("ignore")
-            return torch.frombuffer(self._alive(), dtype=torch.uint8)
+            # torch keeps a reference to the buffer object but no export: a new memoryview (not
+            # `_view`, which release() ends) keeps the memory alive as long as the tensor
+            return torch.frombuffer(memoryview(self._alive()), dtype=torch.uint8)
 
     def as_tensor(self, dtype, shape):
         """A typed, shaped torch view, as ManagedBuffer.as_tensor."""
@@ -221,4 +436,12 @@ def decode(meta: dict[str, Any], views: list[memoryview], keep, deserialize):
         return deserialize(views[0])
     if kind == "raw":
         return RecvBuffer(views[0], keep, meta)
+    if kind == "tree":
+        join = _Join(views)
+        with warnings.catch_warnings():  # a received frame is read-only to Python; torch warns
+            warnings.simplefilter("ignore")
+            obj = join.walk(deserialize(views[0]))
+        if len(join.used) != len(views) - 1:  # e.g. a placeholder in an object the serializer rebuilt
+            raise ValueError(f"tree payload: {len(views) - 1} tensor parts, {len(join.used)} placed")
+        return obj
     return RecvParts(RecvBuffer(v, keep, {"kind": "raw", "size": v.nbytes, "parts": [v.nbytes]}) for v in views)

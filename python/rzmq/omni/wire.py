@@ -13,8 +13,9 @@ Request (consumer -> producer), two or three frames:
 Reply (producer -> consumer):
     [header, meta, part...]
     header  HEADER with a status in place of the op
-    meta    JSON object, at most MAX_META bytes: "size" (payload bytes), "kind" ("raw", "obj" or
-            "parts"), "parts" (the size of each part), "dtype"/"shape" for arrays, "content",
+    meta    JSON object, at most MAX_META bytes: "size" (payload bytes), "kind" ("raw", "obj",
+            "parts" or "tree": a serialized skeleton then one part per tensor, see payload.py),
+            "parts" (the size of each part), "dtype"/"shape" for arrays, "content",
             "shared"; on errors "error" (text)
     part    the payload, one frame per part, sent without copying
 """
@@ -44,7 +45,7 @@ NOT_FOUND = 1
 BAD_REQUEST = 2
 ERROR = 3
 
-KINDS = ("raw", "obj", "parts")
+KINDS = ("raw", "obj", "parts", "tree")
 
 
 class ProtocolError(ValueError):
@@ -157,7 +158,9 @@ def check_meta(meta: dict[str, Any]) -> None:
         raise ProtocolError("bad part sizes")
     if meta.get("size") != sum(sizes):
         raise ProtocolError("size does not match the parts")
-    if meta["kind"] != "parts" and len(sizes) != 1:
+    if meta["kind"] == "tree" and not sizes:
+        raise ProtocolError("kind tree without its skeleton part")
+    if meta["kind"] not in ("parts", "tree") and len(sizes) != 1:
         raise ProtocolError(f"kind {meta['kind']} with {len(sizes)} parts")
     shape = meta.get("shape")
     if shape is not None and not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):

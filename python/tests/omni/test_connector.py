@@ -219,8 +219,9 @@ stage_args:
     conns = create_connectors_from_config(cfg.connectors, caller_stage_id="0")
     sender = conns[("0", "1")]
     try:
-        assert isinstance(sender, ro.RzmqConnector) and sender.can_put
-        assert isinstance(receiver, ro.RzmqConnector) and not receiver.can_put
+        assert isinstance(sender, ro.RzmqConnector) and sender.can_put and sender.port
+        # A receiver listens only once it puts (a middle stage sends on through its one connector).
+        assert isinstance(receiver, ro.RzmqConnector) and not receiver.can_put and receiver.port is None
         assert sender.store.budget == 64 << 20 and sender.store.ttl == 60
         arr = np.arange(100_000, dtype=np.float32)
         ok, n, meta = sender.put("0", "1", "r1", arr)
@@ -228,7 +229,11 @@ stage_args:
         got, size = receiver.get("0", "1", "r1", meta)
         assert size == arr.nbytes and np.array_equal(got.numpy(), arr)
         got.release()
-        assert receiver.put("1", "2", "x", b"abc") == (False, 0, None)  # receiver-only
+        ok, n, meta2 = receiver.put("1", "2", "x", b"abc")
+        assert ok and n == 3 and receiver.port and meta2["source_port"] == receiver.port
+        got, size = sender.get("1", "2", "x", meta2)
+        assert size == 3 and got.to_bytes() == b"abc"
+        got.release()
     finally:
         sender.close()
         receiver.close()
@@ -267,7 +272,7 @@ def test_payload_kinds_round_trip(pair):
         got = c.get("0", "1", f"k{i}", meta)
         assert got is not None and got[1] == n == meta["data_size"], i
         assert check(got[0]), i
-        assert meta["is_fast_path"] == (not isinstance(data, dict))
+        assert meta["is_fast_path"] == (meta["kind"] != "obj")
         if hasattr(got[0], "release"):
             got[0].release()
     assert p.put("0", "1", "empty", b"") == (False, 0, None)
@@ -410,10 +415,119 @@ def test_bad_config_is_refused():
         ro.RzmqConnector(producer_config(host_cache="perhaps"))
     taken = ro.RzmqConnector(producer_config())
     try:
-        with pytest.raises(RuntimeError, match="cannot bind"):
+        with pytest.raises(RuntimeError, match="cannot listen"):
             ro.RzmqConnector(producer_config(zmq_port=taken.port))
     finally:
         taken.close()
+
+
+def free_base_port(span=4) -> int:
+    """A base port with `span` free ports above it (vllm-omni's rule adds the stage)."""
+    import socket as _s
+
+    for _ in range(50):
+        base = random.randint(20000, 60000)
+        socks = []
+        try:
+            for i in range(span):
+                s = _s.socket()
+                s.bind(("0.0.0.0", base + i))
+                socks.append(s)
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range")
+
+
+def test_inside_vllm_omni_producers_listen_where_its_runners_look():
+    """vllm-omni's runners locate a producer by vllm-omni's port rule (base zmq_port + stage), and
+    the talker -> code2wav consumer has no metadata at all: the real pipeline hung on this (the
+    producer bound a free port, the talker asked port 50051 ten times a second)."""
+    from vllm_omni.distributed.omni_connectors.utils.initialization import compute_connector_zmq_port
+
+    base = free_base_port()
+    # what get_stage_connector_spec + resolve_connector_spec hand each stage's runner
+    thinker = ro.RzmqConnector({"host": "127.0.0.1", "zmq_port": base, "role": "sender", "stage_id": 0})
+    talker = ro.RzmqConnector({"host": "127.0.0.1", "zmq_port": base, "role": "receiver", "stage_id": 1})
+    code2wav = ro.RzmqConnector({"host": "127.0.0.1", "zmq_port": base, "role": "receiver", "stage_id": 2,
+                                 "get_timeout": 5})
+    try:
+        assert thinker.port == compute_connector_zmq_port(base, purpose="request_forwarding", from_stage=0)
+        ok, _, _ = thinker.put("0", "1", "req_0_0", np.arange(1000, dtype=np.float32))
+        assert ok
+        # the orchestrator's sender info for stage 0: vllm-omni's rule, not put()'s metadata
+        sender_info = {"source_host": "127.0.0.1",
+                       "source_port": compute_connector_zmq_port(base, purpose="request_forwarding", from_stage=0)}
+        got, size = talker.get("0", "1", "req_0_0", sender_info)
+        assert size == 4000 and np.array_equal(got.numpy(), np.arange(1000, dtype=np.float32))
+        got.release()
+        # the middle stage sends on with the same connector; its consumer has only the key
+        ok, _, _ = talker.put("1", "2", "req_1_0", {"codes": [1, 2, 3], "finished": True})
+        assert ok and talker.port == base + 1
+        got, _ = code2wav.get("1", "2", "req_1_0")
+        assert got == {"codes": [1, 2, 3], "finished": True}
+        assert code2wav.port is None  # the last stage never listens
+    finally:
+        for c in (code2wav, talker, thinker):
+            c.close()
+
+
+def test_a_get_that_cannot_succeed_pauses_and_logs_once(monkeypatch, caplog):
+    """vllm-omni's runners call get() again as soon as it returns: a get that fails at once (here:
+    no producer address at all) must pause, and say so once, not 936,000 times."""
+    import logging
+
+    import rzmq.omni.connector as rc
+
+    pauses = []
+    monkeypatch.setattr(rc.time, "sleep", lambda s: pauses.append(s))
+    c = ro.RzmqConnector(consumer_config())  # outside vllm-omni: no stage, no sender
+    try:
+        with caplog.at_level(logging.WARNING, logger="rzmq.omni"):
+            for _ in range(20):
+                assert c.get("0", "1", "never") is None
+        assert len(pauses) == 20 and all(0 < p <= rc.FAILED_GET_PAUSE for p in pauses)
+        assert sum("has no producer address" in r.getMessage() for r in caplog.records) == 1
+    finally:
+        c.close()
+
+
+RDMA_PROBE = """
+import json, sys
+sys.path[:0] = json.loads(sys.argv[1])
+import vllm_omni_shim; vllm_omni_shim.install()
+import rzmq.omni as ro
+try:
+    c = ro.RzmqConnector({"host": "127.0.0.1", "zmq_port": 0, "rdma": "require"})
+except RuntimeError as e:
+    print("REFUSED", e)
+else:
+    print("BUILT", c.endpoint)
+    c.close()
+"""
+
+
+@pytest.mark.parametrize("provider", ["none", "soft"])
+def test_rdma_require_that_cannot_be_met_fails_at_construction(provider):
+    """`rdma: require` on a host with no RDMA device and no provider chosen: the connector refuses
+    to start, naming what to change (the real run instead advertised rdma:// endpoints and every
+    get failed at once, 936,000 times)."""
+    env = peer_env("rzmq-tcp")
+    env.pop("RZMQ_RDMA", None)
+    if provider == "soft":
+        env["RZMQ_RDMA_PROVIDER"] = "soft"
+    paths = json.dumps([HERE, *[p for p in sys.path if p]])
+    r = subprocess.run([sys.executable, "-c", RDMA_PROBE, paths], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    if provider == "none":
+        assert r.stdout.startswith("REFUSED"), r.stdout + r.stderr
+        assert "RZMQ_RDMA_PROVIDER=soft" in r.stdout and "rdma: auto" in r.stdout
+    else:
+        assert r.stdout.startswith("BUILT"), r.stdout + r.stderr
 
 
 # ----------------------------------------------------------------------------------------------
