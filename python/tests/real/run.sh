@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Real vllm-omni 0.30 (vLLM's CPU engines) serving a local Qwen2.5-Omni, end to end, on rzmq:
+# the same requests in each configuration, outputs compared with the stock run. Prints which
+# libzmq served each process, each connection's transport, per-edge bytes and latency, and
+# whether every token id, audio sample and stage payload is identical to the stock run.
+#
+# usage: python/tests/real/run.sh [--configs a,b,c,d,...] [--size tiny|7b] [--out DIR] [--requests N]
+#   configurations: run.py's docstring (default a,b,c,d,kill-a,kill,te,store);
+#   --size 7b: the model whose thinker hidden size is Qwen2.5-Omni-7B's (3584): megabytes of
+#   stage payload per request.
+# First run: about 7 GB and 5 minutes for the environment (env.sh), then it is reused. Needs
+# root for configuration d (network namespaces).
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../../.." && pwd)
+CONFIGS="a,b,c,d,kill-a,kill,te,store"
+SIZE=tiny
+OUT="$ROOT/python/build/real"
+REQUESTS=4
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --configs) CONFIGS=$2; shift 2 ;;
+        --size) SIZE=$2; shift 2 ;;
+        --out) OUT=$2; shift 2 ;;
+        --requests) REQUESTS=$2; shift 2 ;;
+        *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+if [ "$(id -u)" != "0" ] || ! command -v ip >/dev/null; then
+    CONFIGS=$(echo "$CONFIGS" | tr ',' '\n' | grep -vx d | paste -sd, -)
+    echo "[real] not root (or no iproute2): configuration d (two network namespaces) left out" >&2
+fi
+if ! ls "$ROOT"/dist/rzmq-*.whl >/dev/null 2>&1; then
+    "$ROOT/scripts/build-wheel.sh" >&2
+fi
+VENV=$("$HERE/env.sh" | tail -1)
+MODELS=${RZMQ_REAL_MODELS:-$HOME/.cache/rzmq/models}
+case "$SIZE" in
+    tiny) MODEL="$MODELS/qwen2_5_omni-h64"; HIDDEN=64 ;;
+    7b) MODEL="$MODELS/qwen2_5_omni-h3584"; HIDDEN=3584 ;;
+    *) echo "--size tiny or 7b" >&2; exit 2 ;;
+esac
+mkdir -p "$MODELS"
+"$VENV/bin/python" "$HERE/make_tiny_model.py" "$MODEL" --thinker-hidden "$HIDDEN" >&2
+exec "$VENV/bin/python" "$HERE/run.py" --venv "$VENV" --model "$MODEL" --out "$OUT/$SIZE" \
+    --configs "$CONFIGS" --requests "$REQUESTS"
