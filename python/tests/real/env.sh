@@ -34,8 +34,10 @@ if [ ! -f "$VENV/.complete" ]; then
     done
 fi
 # Peers to measure against (vllm-omni's Mooncake connectors; they need libibverbs1, scripts/setup.sh),
-# and wheel, to install cpu_platform/ without build isolation.
-EXTRAS="mooncake-transfer-engine-non-cuda==0.3.13.post1 wheel==0.45.1"
+# wheel, to install cpu_platform/ without build isolation, and torchaudio, which `vllm serve --omni`
+# imports (headless stages on another host): the index has none built for torch 2.13, and 2.11.1,
+# built against torch's stable ABI, imports and resamples on it.
+EXTRAS="mooncake-transfer-engine-non-cuda==0.3.13.post1 wheel==0.45.1 torchaudio==2.11.1"
 if [ "$(cat "$VENV/.extras" 2>/dev/null)" != "$EXTRAS" ]; then
     "$VENV/bin/pip" install -q --no-deps $EXTRAS >&2
     echo "$EXTRAS" > "$VENV/.extras"
