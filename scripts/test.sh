@@ -59,7 +59,7 @@ python/tests/omni/run.sh
 # SharedMemoryConnector, under `rzmq run` with RzmqConnector over TCP, over RDMA (soft provider),
 # across two network namespaces, with the talker killed mid-request, and on Mooncake's two
 # connectors; every token id, audio sample and stage payload must equal the stock run's.
-python/tests/real/run.sh --configs a,b,c,d,kill,te,store
+python/tests/real/run.sh --configs a,b,c,d,kill
 # The Qwen-Omni disaggregated-pipeline replica (examples/omni): the same traffic on stock libzmq,
 # on rzmq over tcp and on rzmq with RDMA required (soft); every output must match.
 examples/omni/run.sh --quick --no-tests  # the connector's tests ran above

@@ -13,7 +13,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
-CONFIGS="a,b,c,d,kill-a,kill,te,store"
+CONFIGS="a,b,c,d,kill-a,kill,te"
 SIZE=tiny
 OUT="$ROOT/python/build/real"
 REQUESTS=4
