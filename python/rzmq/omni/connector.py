@@ -148,7 +148,9 @@ class RzmqConnector(OmniConnectorBase):
         self.sender_host = c.get("sender_host")
         self.sender_zmq_port = c.get("sender_zmq_port")
         self.bind_host = str(c.get("bind_host") or "0.0.0.0")
-        stage = c.get("from_stage", c.get("stage_id"))
+        # The stage this connector produces for: its own (vllm-omni puts `stage_id` in every
+        # connector's config); `from_stage` names the upstream stage of a receiver's edge.
+        stage = c.get("stage_id", c.get("from_stage") if role == "sender" else None)
         self.stage_id = int(stage) if stage is not None and str(stage).lstrip("-").isdigit() else None
         default_base = DEFAULT_BASE_PORT if self.stage_id is not None else 0
         self.base_port = expand_env_int(c.get("zmq_port", default_base) or 0, "zmq_port")
@@ -160,7 +162,9 @@ class RzmqConnector(OmniConnectorBase):
         self._bind_lock = threading.Lock()
         self._warned: set[str] = set()
         self._sender_ranks: dict[int, tuple[str, int]] = {}
-        self.get_timeout = float(c.get("get_timeout", 30.0))
+        # Inside vllm-omni its runners poll get() in a loop, one request after another on one
+        # thread: a get waiting 30 s on a producer that is gone would hold up every other request.
+        self.get_timeout = float(c.get("get_timeout", 30.0 if c.get("stage_id") is None else 5.0))
         self.library = _serving_library()
         self.on_rzmq = served_by_rzmq()
         if not self.on_rzmq:
@@ -215,30 +219,39 @@ class RzmqConnector(OmniConnectorBase):
                                           replica_id=max(int(os.environ.get("VLLM_OMNI_REPLICA_ID", "0")), 0))
 
     def _start_producer(self) -> None:
-        """Binds the producer's ROUTER and starts its service thread (once)."""
+        """Binds the producer's ROUTER and starts its service thread (once; all or nothing)."""
         with self._bind_lock:
             if self._thread is not None:
                 return
+            if self._closed:
+                raise RuntimeError("RzmqConnector is closed")
             port = self._producer_port(self.stage_id)
-            router = self.ctx.socket(zmq.ROUTER)
-            for opt, val in ((zmq.LINGER, 0), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.ROUTER_MANDATORY, 1)):
-                router.setsockopt(opt, val)
+            router = wake = None
             try:
-                router.bind(f"tcp://{self.bind_host}:{port or '*'}")
-            except zmq.ZMQError as e:
-                router.close(0)
-                hint = (" (another producer of this stage on this host? vllm-omni gives each stage, rank and "
-                        "replica its own port from the base zmq_port)" if e.errno == zmq.EADDRINUSE else "")
-                raise RuntimeError(f"RzmqConnector: cannot listen on tcp://{self.bind_host}:{port}: {e}{hint}") from e
-            self._router = router
-            bound = router.getsockopt_string(zmq.LAST_ENDPOINT)
+                router = self.ctx.socket(zmq.ROUTER)
+                for opt, val in ((zmq.LINGER, 0), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.ROUTER_MANDATORY, 1)):
+                    router.setsockopt(opt, val)
+                try:
+                    router.bind(f"tcp://{self.bind_host}:{port or '*'}")
+                except zmq.ZMQError as e:
+                    hint = (" (another producer of this stage on this host? vllm-omni gives each stage, rank "
+                            "and replica its own port from the base zmq_port)" if e.errno == zmq.EADDRINUSE else "")
+                    raise RuntimeError(f"RzmqConnector: cannot listen on tcp://{self.bind_host}:{port}: {e}{hint}") from e
+                bound = router.getsockopt_string(zmq.LAST_ENDPOINT)
+                wake_ep = f"inproc://rzmq-omni-{self.producer_id}"
+                wake = self.ctx.socket(zmq.PULL)
+                wake.bind(wake_ep)
+                self._router, self._wake_rx, self._wake_ep = router, wake, wake_ep
+                thread = threading.Thread(target=self._serve, name="rzmq-omni-producer", daemon=True)
+                thread.start()
+            except BaseException:
+                for sock in (router, wake):
+                    if sock is not None:
+                        sock.close(0)
+                raise
+            self._thread = thread
             self.port = int(bound.rsplit(":", 1)[1])
             self.endpoint = f"tcp://{self.host}:{self.port}"
-            self._wake_ep = f"inproc://rzmq-omni-{self.producer_id}"
-            self._wake_rx = self.ctx.socket(zmq.PULL)
-            self._wake_rx.bind(self._wake_ep)
-            self._thread = threading.Thread(target=self._serve, name="rzmq-omni-producer", daemon=True)
-            self._thread.start()
             logger.info("RzmqConnector: stage %s producer listening on %s (advertised %s)", self.stage_id, bound,
                         self.endpoint)
 
@@ -250,23 +263,19 @@ class RzmqConnector(OmniConnectorBase):
                 "RzmqConnector: rdma: require, but pyzmq is served by "
                 f"{self.library or 'an unknown libzmq'}, not rzmq: start the process with `rzmq run`, "
                 "RZMQ_ACTIVATE=1 or LD_PRELOAD of rzmq's libzmq.so, or set rdma: auto")
-        ctx = zmq.Context()
-        try:
-            s = ctx.socket(zmq.DEALER)
+        with zmq.Context() as ctx, ctx.socket(zmq.DEALER) as s:
             s.setsockopt(zmq.LINGER, 0)
             try:
                 s.connect("rdma://127.0.0.1:9")
             except zmq.ZMQError as e:
+                if e.errno != zmq.EPROTONOSUPPORT:
+                    raise
                 raise RuntimeError(
                     f"RzmqConnector: rdma: require, but this process cannot do RDMA ({e}): no RDMA device "
                     "was found and no provider was chosen. Set RZMQ_RDMA_PROVIDER=soft for rzmq's software "
                     "RDMA provider (tests, hosts without a NIC), RZMQ_RDMA_DEVICE to pick a device, or "
                     "rdma: auto to move the data over TCP where RDMA is not possible "
                     "(RZMQ_RDMA_LOG=1 says why RDMA is unavailable)") from e
-            finally:
-                s.close(0)
-        finally:
-            ctx.term()
 
     # ------------------------------------------------------------------ producer
 
@@ -278,9 +287,9 @@ class RzmqConnector(OmniConnectorBase):
             # A receiver that puts is a middle stage sending on (vllm-omni gives a stage one connector)
             try:
                 self._start_producer()
-            except RuntimeError as e:
+            except (RuntimeError, zmq.ZMQError) as e:
                 self._count("put_failures")
-                logger.error("%s", e)
+                self._warn_once("listen", "RzmqConnector: put(%s) cannot start the producer: %s", put_key, e)
                 return False, 0, None
         key = self._make_key(put_key, from_stage, to_stage)
         try:
@@ -313,6 +322,8 @@ class RzmqConnector(OmniConnectorBase):
         }
         if content is not None:
             out["content"] = content
+        if meta.get("copies"):
+            out["copies"] = meta["copies"]  # tensors whose bytes had to be copied (see payload.py)
         return True, meta["size"], out
 
     def put_tracked(self, from_stage: str, to_stage: str, put_key: str, data: Any):
@@ -469,9 +480,15 @@ class RzmqConnector(OmniConnectorBase):
 
     def _get_shared(self, source, key, content, cid, deadline):
         cache = self.host_cache
-        hit = cache.open(cid)
+        try:
+            hit = cache.open(cid)
+            lock = cache.lock(cid, deadline) if hit is None else None
+        except OSError as e:  # the cache directory is not usable here: fetch for this process alone
+            self._warn_once("host-cache", "RzmqConnector: host cache %s unusable (%s); fetching directly",
+                            cache.dir, e)
+            got = self._fetch(source, key, content, deadline)
+            return None if got is None else self._deliver(got[0], [p.buffer for p in got[1]], got[2])
         if hit is None:
-            lock = cache.lock(cid, deadline)
             if lock is None:
                 self._count("get_timeouts")
                 return None
@@ -682,7 +699,8 @@ class RzmqConnector(OmniConnectorBase):
         """Stops the producer thread, releases every key and closes the sockets (safe twice)."""
         if getattr(self, "_closed", True):
             return
-        self._closed = True
+        with self._bind_lock:  # a first put() may be starting the producer right now
+            self._closed = True
         if self._thread is not None:
             try:
                 with self.ctx.socket(zmq.PUSH) as s:

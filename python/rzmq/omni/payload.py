@@ -178,6 +178,10 @@ class _Split:
         elif not t.is_contiguous():
             t = t.contiguous()
             self._count_copy(t)
+        # A slice (vllm-omni sends the prompt's and the output's rows of a request's hidden
+        # states) goes from its storage as it is: no copy, and that storage stays alive until
+        # the key is released. The producer must not change it before then (put_tracked says
+        # when); the real pipeline's runs check every payload a consumer got against the put.
         buf = t.reshape(-1).view(torch.uint8).numpy()  # every dtype (bfloat16 too) as bytes
         return self._place("t", buf, str(t.dtype).removeprefix("torch."), list(t.shape))
 

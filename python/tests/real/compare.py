@@ -22,8 +22,15 @@ import sys
 
 
 def load_run(d: str) -> dict:
-    with open(os.path.join(d, "results.json")) as f:
-        res = json.load(f)
+    try:
+        with open(os.path.join(d, "results.json")) as f:
+            res = json.load(f)
+    except (OSError, ValueError):  # a run that was killed or failed before writing its results
+        res = {}
+    res.setdefault("requests", [])
+    res.setdefault("config", {})
+    res.setdefault("generate_s", float("nan"))
+    res.setdefault("cpu_s_per_request", float("nan"))
     traces = []
     for p in glob.glob(os.path.join(d, "trace", "trace-*.jsonl")):
         with open(p) as f:

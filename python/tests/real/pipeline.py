@@ -2,7 +2,7 @@
 
     pipeline.py --model DIR --connector shm|rzmq|mooncake-te|mooncake-store --out DIR
                 [--rdma auto|require] [--async-chunk] [--requests N] [--max-num-seqs N]
-                [--max-tokens N] [--headless-stages 1,2 --master-port P]
+                [--max-tokens N] [--stage-id 0 --master ADDRESS:PORT] [--kill-stage N]
 
 The Omni orchestrator runs in this process; each stage is a process of its own, as in
 production. The deploy YAML is vllm-omni's own qwen2_5_omni.yaml adjusted for CPU (eager, a
@@ -141,11 +141,17 @@ def kill_stage_worker(trace_dir: str, stage: int) -> int | None:
     """SIGKILLs the worker process whose connector serves `stage` (from the trace); its pid."""
     import signal
 
+    import psutil
+
     for path in glob.glob(os.path.join(trace_dir, "trace-*.jsonl")):
         with open(path) as f:
             for line in f:
-                r = json.loads(line)
-                if r.get("op") == "connector" and r.get("extra", {}).get("stage_id") == stage:
+                try:
+                    r = json.loads(line)
+                except ValueError:  # a line another process is still writing
+                    continue
+                if r.get("op") == "connector" and r.get("extra", {}).get("stage_id") == stage \
+                        and r["pid"] in {p.pid for p in psutil.Process().children(recursive=True)}:
                     os.kill(r["pid"], signal.SIGKILL)
                     return r["pid"]
     return None
@@ -267,6 +273,10 @@ def main() -> int:
             print(f"pipeline: close after the failure: {e}", flush=True)
         return 0 if killed and reported else 1
     if failure:
+        with open(os.path.join(out, "results.json"), "w") as f:  # what finished, for the report
+            json.dump({"config": vars(args), "processes": processes, "failure": failure,
+                       "generate_s": t_end - t_gen, "cpu_s_per_request": float("nan"),
+                       "requests": [results[i] for i in sorted(results)]}, f, indent=1)
         omni.close()
         return 1
     cpu1 = cpu_tree()

@@ -68,20 +68,35 @@ def run_session(cmd: list[str], env: dict, log: str, timeout: float, netns: str 
             rc = p.wait(timeout)
         except subprocess.TimeoutExpired:
             rc = 124
-        kill_session(p.pid)
+        finally:  # also on Ctrl-C or SIGTERM (main turns it into SystemExit): no stage left running
+            kill_session(p.pid)
     return rc
 
 
-def kill_session(sid: int) -> None:
-    """SIGKILLs every process of session `sid` (vLLM's stage processes are in it)."""
+def session_pids(sid: int) -> list[int]:
+    pids = []
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            if os.getsid(int(d[6:])) == sid:
+                pids.append(int(d[6:]))
+        except (OSError, ValueError):
+            pass
+    return pids
+
+
+def kill_session(sid: int, grace: float = 10.0) -> None:
+    """Ends every process of session `sid` (vLLM's stage processes are in it): SIGTERM first, so
+    they clean up their shared memory as on any orderly stop, SIGKILL after `grace` seconds."""
+    for pid in session_pids(sid):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    end = time.monotonic() + grace
+    while session_pids(sid) and time.monotonic() < end:
+        time.sleep(0.2)
     for _ in range(3):
-        pids = []
-        for d in glob.glob("/proc/[0-9]*"):
-            try:
-                if os.getsid(int(d[6:])) == sid:
-                    pids.append(int(d[6:]))
-            except (OSError, ValueError):
-                pass
+        pids = session_pids(sid)
         if not pids:
             return
         for pid in pids:
@@ -109,6 +124,8 @@ def netns_up() -> None:
 def netns_down() -> None:
     for ns in NETNS:
         subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
+    # a veth pair left in this namespace by a setup that failed half-way
+    subprocess.run(["ip", "link", "del", NETNS_VETH[0]], stderr=subprocess.DEVNULL)
 
 
 def main() -> int:
@@ -122,6 +139,7 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=12)
     ap.add_argument("--timeout", type=float, default=420.0)
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks: stages, netns
     py = os.path.join(args.venv, "bin", "python")
     rzmq_run = [os.path.join(args.venv, "bin", "rzmq"), "run", "--"]
     pipeline = [py, os.path.join(HERE, "pipeline.py"), "--model", args.model, "--requests", str(args.requests),
@@ -180,9 +198,9 @@ def main() -> int:
             else:  # Mooncake's transfer engine across the same two hosts, on stock libzmq
                 head = [*pipeline, "--connector", "mooncake-te", "--out", out, "--host", "auto"]
                 launcher = []
-            netns_up()
-            subprocess.run([*head, "--write-deploy-only"], env=env, check=True)
             try:
+                netns_up()
+                subprocess.run([*head, "--write-deploy-only"], env=env, check=True)
                 env_b = {**env, "RZMQ_REAL_TRACE_DIR": os.path.join(out, "trace")}
                 for sid in (1, 2):
                     cmd = [*launcher, os.path.join(args.venv, "bin", "vllm"), "serve", args.model, "--omni",
@@ -194,6 +212,9 @@ def main() -> int:
                 rc = run_session([*launcher, *head, "--stage-id", "0", "--master", f"{NETNS_IP[0]}:{MASTER_PORT}"],
                                  env, log, args.timeout if name == "d" else min(args.timeout, TE_TIMEOUT),
                                  netns=NETNS[0])
+            except (subprocess.CalledProcessError, OSError) as e:
+                print(f"[real] {name}: the two hosts could not be set up: {e}", flush=True)
+                rc = 1
             finally:
                 for p in extra_procs:
                     kill_session(p.pid)
@@ -204,8 +225,10 @@ def main() -> int:
         for p in extra_procs:
             kill_session(p.pid)
         leaked = sorted(shm_entries() - shm_before)
-        for name_left in leaked:  # recorded above; removed so the next configuration starts clean
-            subprocess.run(["rm", "-rf", os.path.join("/dev/shm", name_left)])
+        for name_left in leaked:  # recorded above; what vLLM, Python and vllm-omni's SHM connector
+            # leave is removed so the next configuration starts clean (nothing else is touched)
+            if name_left.startswith(("psm_", "sem.loky", "shm_")):
+                subprocess.run(["rm", "-rf", os.path.join("/dev/shm", name_left)])
         status[name] = {"rc": rc, "seconds": round(time.time() - t0, 1), "shm_left": leaked}
         print(f"[real] {name}: exit {rc} in {time.time() - t0:.0f} s; /dev/shm left behind: {leaked or 'nothing'}",
               flush=True)
@@ -219,7 +242,10 @@ def main() -> int:
               "(the talker's receiver-mode connector refuses its puts to code2wav); its thinker -> talker "
               "transfers are measured:", flush=True)
         sys.argv = ["compare.py", os.path.join(args.out, name)]
-        compare.main()
+        try:
+            compare.main()
+        except Exception as e:  # noqa: BLE001  (a report, not a verdict)
+            print(f"[real] {name}: nothing to summarise ({e})", flush=True)
     cmp_args = [os.path.join(args.out, ref), *[os.path.join(args.out, c) for c in runs], "--logs",
                 "--json", os.path.join(args.out, "summary.json")]
     sys.argv = ["compare.py", *cmp_args]
