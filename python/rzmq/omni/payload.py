@@ -207,6 +207,17 @@ def _shape(shape) -> tuple[int, ...]:
     return tuple(shape)
 
 
+def _sized_shape(shape, itemsize: int, view, dtype) -> tuple[int, ...]:
+    """The checked shape of a tensor or array whose bytes are `view` (ValueError if they differ)."""
+    shape = _shape(shape)
+    count = 1
+    for d in shape:
+        count *= d
+    if count * itemsize != view.nbytes:
+        raise ValueError(f"{view.nbytes} bytes for a {dtype}{list(shape)} tensor")
+    return shape
+
+
 def _tensor_of(view, dtype: str, shape) -> Any:
     """A torch tensor over `view` (no copy) that keeps the received memory alive."""
     import torch
@@ -214,12 +225,7 @@ def _tensor_of(view, dtype: str, shape) -> Any:
     dt = getattr(torch, dtype, None) if isinstance(dtype, str) else None
     if not isinstance(dt, torch.dtype):
         raise ValueError(f"unknown torch dtype {dtype!r} in a tree payload")
-    shape = _shape(shape)
-    count = 1
-    for d in shape:
-        count *= d
-    if count * dt.itemsize != view.nbytes:
-        raise ValueError(f"{view.nbytes} bytes for a {dtype}{list(shape)} tensor")
+    shape = _sized_shape(shape, dt.itemsize, view, dtype)
     if not view.nbytes:
         return torch.empty(shape, dtype=dt)
     # A new memoryview: torch keeps a reference to it but no buffer export, so it must be one
@@ -234,12 +240,7 @@ def _array_of(view, dtype: str, shape) -> Any:
     dt = np.dtype(dtype) if isinstance(dtype, str) else None
     if dt is None or dt.kind in "OV":
         raise ValueError(f"bad numpy dtype {dtype!r} in a tree payload")
-    shape = _shape(shape)
-    count = 1
-    for d in shape:
-        count *= d
-    if count * dt.itemsize != view.nbytes:
-        raise ValueError(f"{view.nbytes} bytes for a {dtype}{list(shape)} array")
+    shape = _sized_shape(shape, dt.itemsize, view, dtype)
     return np.frombuffer(memoryview(view), dtype=dt).reshape(shape)
 
 
