@@ -14,7 +14,8 @@ first put start). The consumer checks the digest of the first and last payload o
 
 usage: python benches/omni/connector_bench.py [--quick] [--rows rzmq-tcp,rzmq-rdma,libzmq,shm,mooncake-tcp]
                                                [--sizes 65536,1048576,...] [--json OUT] [--markdown OUT]
-Needs the connector test venv (python/tests/omni/run.sh creates python/build/omni-venv) and
+Needs a venv with vllm-omni (python/tests/real/env.sh makes the real one, as the connector tests
+use; the figures in docs/BENCHMARKS.md were made with the older light python/build/omni-venv) and
 target/release/libzmq.so; run it with that venv's python.
 """
 
