@@ -114,6 +114,11 @@ def summary(run: dict) -> dict:
             "put_cpu_ms_median": med(e["put_cpu_ms"]), "get_cpu_ms_median": med(e["get_cpu_ms"]),
         }
     procs = [t for t in run["traces"] if t.get("op") == "process"]
+    # the titles vLLM sets (VLLM::Worker, ...) come after the plugin's first line: take them from
+    # the process list the driver read once the stages were up
+    titles = {p["pid"]: p.get("title") for p in run.get("processes", [])}
+    for p in procs:
+        p["title"] = titles.get(p["pid"]) or p.get("title")
     conns = sorted({t["name"] for t in run["traces"] if t.get("op") == "connector"})
     return {
         "dir": run["dir"],
@@ -209,7 +214,11 @@ def main() -> int:
         print(f"== {s['dir']}: {','.join(s['connector'])} {s['finished']}/{s['requests']} finished, "
               f"TTFT {s['ttft_s_median']:.2f} s, first audio {s['ttfa_s_median']:.2f} s, "
               f"CPU {s['cpu_s_per_request']:.1f} s/request")
-        print(f"   libraries serving pyzmq: {', '.join(s['libraries'])}")
+        print("   libzmq serving pyzmq, per process:")
+        for proc in s["processes"]:
+            lib = proc.get("library") or "?"
+            who = "rzmq" if "/rzmq/_lib/" in lib else "pyzmq's bundled libzmq" if "pyzmq.libs" in lib else lib
+            print(f"     pid {proc['pid']} {str(proc.get('title'))[:60]}: {who} ({lib.rsplit('/', 1)[-1]})")
         for edge, e in s["edges"].items():
             print(f"   edge {edge}: {e['payloads']} payloads, median {e['bytes_median']:.0f} B, "
                   f"latency median {e['latency_ms_median']:.2f} ms (max {e['latency_ms_max']:.2f}), "
