@@ -218,7 +218,7 @@ def main() -> int:
         for proc in s["processes"]:
             lib = proc.get("library") or "?"
             who = "rzmq" if "/rzmq/_lib/" in lib else "pyzmq's bundled libzmq" if "pyzmq.libs" in lib else lib
-            print(f"     pid {proc['pid']} {str(proc.get('title'))[:60]}: {who} ({lib.rsplit('/', 1)[-1]})")
+            print(f"     pid {proc['pid']} {str(proc.get('title')).strip()[:60]}: {who} ({lib.rsplit('/', 1)[-1]})")
         for edge, e in s["edges"].items():
             print(f"   edge {edge}: {e['payloads']} payloads, median {e['bytes_median']:.0f} B, "
                   f"latency median {e['latency_ms_median']:.2f} ms (max {e['latency_ms_max']:.2f}), "
