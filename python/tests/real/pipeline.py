@@ -86,6 +86,12 @@ def deploy_yaml(args) -> dict:
             st["mm_processor_cache_gb"] = 0
         if sid == 2:
             st["async_scheduling"] = False
+            # vllm-omni 0.30's code2wav, given two requests in one batch, hands each of them
+            # the audio of both (found by these runs: stock and rzmq alike, whenever two
+            # requests reach code2wav together), so outputs would depend on timing. vllm-omni's
+            # own deploy YAML runs every stage one request at a time; here the thinker and the
+            # talker stay concurrent and code2wav takes one request at a time.
+            st["max_num_seqs"] = 1
         if sid < 2:
             st["output_connectors"] = {f"to_stage_{sid + 1}": "edge"}
         if sid > 0:
