@@ -8,7 +8,8 @@ point (declared by the rzmq wheel), after which a stage config selects the conne
         name: RzmqConnector
         extra: {host: auto, zmq_port: 0, memory_pool_size: 1073741824, buffer_ttl_seconds: 300}
 
-Importing this package needs vllm-omni (the connector subclasses its OmniConnectorBase).
+RzmqConnector subclasses vllm-omni's OmniConnectorBase where vllm-omni is installed; without it
+(vLLM's own EC and KV connectors, rzmq.vllm) it moves tensors, arrays and buffers only.
 """
 
 from __future__ import annotations

@@ -53,8 +53,11 @@ from typing import Any
 
 import zmq
 
-from vllm_omni.distributed.omni_connectors.connectors.base import OmniConnectorBase
-from vllm_omni.distributed.omni_connectors.utils.env import AUTO_HOST_VALUES, expand_env_int, expand_env_value
+try:
+    from vllm_omni.distributed.omni_connectors.connectors.base import OmniConnectorBase
+    from vllm_omni.distributed.omni_connectors.utils.env import AUTO_HOST_VALUES, expand_env_int, expand_env_value
+except ImportError:  # vLLM alone: its EC and KV connectors (rzmq.vllm) use this transport too
+    from ._standalone import AUTO_HOST_VALUES, OmniConnectorBase, expand_env_int, expand_env_value
 
 from .._activate import env_flag
 from . import payload, wire

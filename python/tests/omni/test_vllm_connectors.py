@@ -1,0 +1,255 @@
+"""RzmqECConnector and RzmqKVConnector (rzmq.vllm) in one process, on real vLLM 0.30 classes.
+
+vLLM's configs, requests and scheduler outputs are the few attributes the connectors read; the
+connectors themselves, their sockets (pyzmq on rzmq's libzmq.so, preloaded by run.sh) and the
+tensors are real. The real runs (python/tests/vllm) exercise the same code inside vLLM.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from types import SimpleNamespace as NS
+
+import pytest
+import torch
+
+pytest.importorskip("vllm")
+
+from vllm.distributed.ec_transfer.ec_connector.base import ECConnectorRole  # noqa: E402
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole  # noqa: E402
+
+from rzmq.vllm import register  # noqa: E402
+from rzmq.vllm.ec import RzmqECConnector  # noqa: E402
+from rzmq.vllm.kv import LoadReq, RzmqKVConnector, RzmqKVMetadata, SaveReq  # noqa: E402
+
+
+def free_port(pairs: int = 1) -> int:
+    """A port p with p .. p + 2*pairs - 1 free (announcements use port + 1)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        if p + 2 * pairs > 65535:
+            continue
+        try:
+            held = []
+            for q in range(p, p + 2 * pairs):
+                t = socket.socket()
+                t.bind(("127.0.0.1", q))
+                held.append(t)
+            for t in held:
+                t.close()
+            return p
+        except OSError:
+            for t in held:
+                t.close()
+    raise RuntimeError("no free port range")
+
+
+def ec_config(role: str, port: int, tmp_path, **extra):
+    cfg = NS(is_ec_producer=role in ("ec_producer", "ec_both"), is_ec_consumer=role in ("ec_consumer", "ec_both"),
+             ec_ip="127.0.0.1", ec_port=port,
+             ec_connector_extra_config={"host_cache_dir": str(tmp_path / "hc"), "fetch_timeout": 3, **extra})
+    return NS(ec_transfer_config=cfg)
+
+
+def feature(mm_hash: str, offset: int = 0, length: int = 16):
+    return NS(identifier=mm_hash, mm_position=NS(offset=offset, length=length))
+
+
+def wait_until(fn, timeout: float = 10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.01)
+    return fn()
+
+
+def test_register_names_both_connectors_once():
+    from vllm.distributed.ec_transfer.ec_connector.factory import ECConnectorFactory
+    from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
+
+    register()
+    assert register() == []  # a second call adds nothing and does not raise
+    assert "RzmqECConnector" in ECConnectorFactory._registry
+    assert "RzmqKVConnector" in KVConnectorFactory._registry
+    assert ECConnectorFactory._registry["RzmqECConnector"]() is RzmqECConnector
+    assert KVConnectorFactory._registry["RzmqKVConnector"]() is RzmqKVConnector
+
+
+def test_ec_embedding_announced_fetched_once_and_loaded_without_copy(tmp_path):
+    port = free_port()
+    prod = RzmqECConnector(ec_config("ec_producer", port, tmp_path), ECConnectorRole.WORKER)
+    sched = RzmqECConnector(ec_config("ec_consumer", port, tmp_path), ECConnectorRole.SCHEDULER)
+    work = RzmqECConnector(ec_config("ec_consumer", port, tmp_path), ECConnectorRole.WORKER)
+    try:
+        emb = torch.randn(16, 64)
+        assert not sched.has_cache_item("h1")
+        prod.save_caches({"h1": emb}, "h1")
+        # the announcement reaches the consumer's scheduler: has_cache_item is a lookup
+        assert wait_until(lambda: sched.has_cache_item("h1"))
+        req = NS(request_id="r1", mm_features=[feature("h1")], ec_transfer_params=None)
+        assert not sched.ensure_cache_available(req, 0)  # the fetch starts; the request waits
+        assert wait_until(lambda: sched.ensure_cache_available(req, 0))
+        sched.update_state_after_alloc(req, 0)
+        meta = sched.build_connector_meta(None)
+        assert meta.loads == ["h1"]
+        assert sched.build_connector_meta(None).loads == []  # built once
+        cache = {}
+        work.bind_connector_metadata(meta)
+        work.start_load_caches(cache)
+        assert torch.equal(cache["h1"], emb)
+        assert work.stats["loaded"] == 1
+        # a second request for the same picture: on this host already, no second fetch
+        req2 = NS(request_id="r2", mm_features=[feature("h1")], ec_transfer_params=None)
+        assert sched.ensure_cache_available(req2, 0)
+        assert sched._index.fetches == 1
+        # a request whose picture is already computed (prefix) needs nothing
+        assert sched.ensure_cache_available(NS(request_id="r3", mm_features=[feature("zz", 0, 4)],
+                                               ec_transfer_params=None), 8)
+    finally:
+        for c in (work, sched, prod):
+            c.shutdown()
+
+
+def test_ec_late_consumer_learns_what_is_live_and_releases_are_announced(tmp_path):
+    port = free_port()
+    prod = RzmqECConnector(ec_config("ec_producer", port, tmp_path, buffer_ttl_seconds=1.0), ECConnectorRole.WORKER)
+    try:
+        prod.save_caches({"old": torch.ones(4, 8)}, "old")
+        sched = RzmqECConnector(ec_config("ec_consumer", port, tmp_path), ECConnectorRole.SCHEDULER)
+        try:
+            assert wait_until(lambda: sched.has_cache_item("old"))  # announced again to the newcomer
+            # unused past its TTL: released at the producer, and the consumer is told
+            assert wait_until(lambda: not sched.has_cache_item("old"), timeout=8.0)
+        finally:
+            sched.shutdown()
+    finally:
+        prod.shutdown()
+
+
+def test_ec_fetch_from_a_dead_producer_fails_the_request(tmp_path):
+    port = free_port()
+    prod = RzmqECConnector(ec_config("ec_producer", port, tmp_path), ECConnectorRole.WORKER)
+    sched = RzmqECConnector(ec_config("ec_consumer", port, tmp_path, fetch_timeout=1), ECConnectorRole.SCHEDULER)
+    try:
+        prod.save_caches({"h2": torch.ones(4, 8)}, "h2")
+        assert wait_until(lambda: sched.has_cache_item("h2"))
+        prod.shutdown()  # the producer goes before anyone fetched
+        req = NS(request_id="dead", mm_features=[feature("h2")], ec_transfer_params=None)
+        t0 = time.monotonic()
+        failed = set()
+        while time.monotonic() - t0 < 10 and not failed:
+            sched.ensure_cache_available(req, 0)
+            failed = sched.take_unavailable_requests()
+            time.sleep(0.02)
+        assert failed == {"dead"}
+    finally:
+        sched.shutdown()
+        prod.shutdown()
+
+
+def kv_setup(role: str, port: int, num_blocks: int = 8, block_size: int = 4, **extra):
+    cfg = NS(is_kv_producer=role == "kv_producer", is_kv_consumer=role == "kv_consumer", kv_ip="127.0.0.1",
+             kv_port=port, kv_connector_extra_config={"load_timeout": 2, **extra}, engine_id="e1")
+    vc = NS(kv_transfer_config=cfg, cache_config=NS(block_size=block_size))
+    return vc, NS(num_blocks=num_blocks)
+
+
+def test_kv_layers_travel_block_by_block_and_free_after_delivery():
+    port = free_port()
+    vc_p, kc_p = kv_setup("kv_producer", port)
+    vc_c, kc_c = kv_setup("kv_consumer", port)
+    prod = RzmqKVConnector(vc_p, KVConnectorRole.WORKER, kc_p)
+    cons = RzmqKVConnector(vc_c, KVConnectorRole.WORKER, kc_c)
+    try:
+        layers = ["l0", "l1"]
+        src = {n: torch.randn(8, 2, 4, 6) for n in layers}  # [B, H, N, C]
+        dst = {n: torch.zeros(8, 2, 4, 6) for n in layers}
+        prod.register_kv_caches(src)
+        cons.register_kv_caches(dst)
+        # the producer's request holds blocks 5, 2, 7 (10 tokens); it finishes prefill this step
+        prod.bind_connector_metadata(RzmqKVMetadata(saves=[SaveReq("p1", [5, 2, 7], 10)]))
+        for n in layers:
+            prod.save_kv_layer(n, src[n], None)
+        prod.clear_connector_metadata()
+        assert prod.get_finished({"p1"}) == (None, None)  # nothing delivered yet: blocks stay
+        # the consumer loads tokens 0..8 into its blocks 1, 3, 0
+        cons.bind_connector_metadata(RzmqKVMetadata(loads=[LoadReq("d1", "p1", "127.0.0.1", port, [1, 3, 0], 0, 9)]))
+        cons.start_load_kv(None)
+        for n in layers:
+            cons.wait_for_layer_load(n)
+        assert cons.get_block_ids_with_load_errors() == set()
+        cons.get_finished(set())
+        for n in layers:
+            for s, d in ((5, 1), (2, 3), (7, 0)):
+                assert torch.equal(dst[n][d], src[n][s]), (n, s, d)
+            assert not dst[n][2].any()  # untouched
+        assert cons.stats["copies"] == 6 and cons.stats["layers_loaded"] == 2
+        # every layer delivered: the producer hands the blocks back to vLLM
+        assert wait_until(lambda: prod.get_finished(set()) == ({"p1"}, None), timeout=5.0)
+    finally:
+        cons.shutdown()
+        prod.shutdown()
+
+
+def test_kv_consumer_of_a_dead_producer_reports_failed_blocks_in_time():
+    port = free_port()
+    vc_c, kc_c = kv_setup("kv_consumer", port, load_timeout=1)
+    cons = RzmqKVConnector(vc_c, KVConnectorRole.WORKER, kc_c)
+    try:
+        dst = {"l0": torch.zeros(8, 2, 4, 6), "l1": torch.zeros(8, 2, 4, 6)}
+        cons.register_kv_caches(dst)
+        cons.bind_connector_metadata(RzmqKVMetadata(loads=[LoadReq("d1", "gone", "127.0.0.1", port, [4, 6], 0, 7)]))
+        t0 = time.monotonic()
+        cons.start_load_kv(None)
+        cons.wait_for_layer_load("l0")
+        cons.wait_for_layer_load("l1")  # the first failure fails the rest at once
+        assert time.monotonic() - t0 < 8
+        assert cons.get_block_ids_with_load_errors() == {4, 6}
+        assert cons.get_block_ids_with_load_errors() == set()  # reported once
+        assert cons.stats["load_failures"] == 1
+    finally:
+        cons.shutdown()
+
+
+def test_kv_scheduler_side_admits_all_but_the_last_token_and_names_the_producer():
+    port = free_port()
+    vc_p, kc = kv_setup("kv_producer", port)
+    vc_c, _ = kv_setup("kv_consumer", port)
+    sp = RzmqKVConnector(vc_p, KVConnectorRole.SCHEDULER, kc)
+    sc = RzmqKVConnector(vc_c, KVConnectorRole.SCHEDULER, kc)
+    # producer: a 10-token prompt prefilled in two chunks (6, then 4) over blocks 3, 1 then 2
+    params = {"do_remote_decode": True}
+    new = NS(req_id="p1", prompt_token_ids=list(range(10)), block_ids=([3, 1],), num_computed_tokens=0,
+             sampling_params=NS(extra_args={"kv_transfer_params": params}))
+    empty = NS(req_ids=[], new_block_ids=[], num_computed_tokens=[], resumed_req_ids=set())
+    m1 = sp.build_connector_meta(NS(scheduled_new_reqs=[new], scheduled_cached_reqs=empty,
+                                    num_scheduled_tokens={"p1": 6}))
+    assert m1.saves == []  # prefill not complete yet
+    cached = NS(req_ids=["p1"], new_block_ids=[([2],)], num_computed_tokens=[6], resumed_req_ids=set())
+    m2 = sp.build_connector_meta(NS(scheduled_new_reqs=[], scheduled_cached_reqs=cached,
+                                    num_scheduled_tokens={"p1": 4}))
+    assert [(s.req_id, s.block_ids, s.num_tokens) for s in m2.saves] == [("p1", [3, 1, 2], 10)]
+    delay, kvp = sp.request_finished(NS(request_id="p1", status=NS(name="FINISHED_LENGTH_CAPPED")), [3, 1, 2])
+    assert delay and kvp["do_remote_prefill"] and kvp["num_tokens"] == 10 and kvp["remote_port"] == port
+    # an aborted request's layers are released, its blocks still held until they are
+    sp._saving["p2"] = ([4], 3)
+    sp._saved.add("p2")
+    assert sp.request_finished(NS(request_id="p2", status=NS(name="FINISHED_ABORTED")), [4]) == (True, None)
+    assert sp.build_connector_meta(NS(scheduled_new_reqs=[], scheduled_cached_reqs=empty,
+                                      num_scheduled_tokens={})).releases == ["p2"]
+    # consumer: all tokens but the last come from the producer, loaded inside the forward
+    req = NS(request_id="d1", prompt_token_ids=list(range(10)), kv_transfer_params=dict(kvp))
+    assert sc.get_num_new_matched_tokens(req, 0) == (9, False)
+    sc.update_state_after_alloc(req, NS(get_block_ids=lambda: ([7, 0, 5],)), 9)
+    meta = sc.build_connector_meta(NS(scheduled_new_reqs=[], scheduled_cached_reqs=empty, num_scheduled_tokens={}))
+    (load,) = meta.loads
+    assert (load.remote_req_id, load.block_ids, load.start, load.end) == ("p1", [7, 0, 5], 0, 9)
+    assert sc.get_num_new_matched_tokens(req, 0) == (0, False)  # once: a preempted request recomputes
+    # a prompt that is not the one the producer prefilled is computed here
+    other = NS(request_id="d2", prompt_token_ids=list(range(12)), kv_transfer_params=dict(kvp))
+    assert sc.get_num_new_matched_tokens(other, 0) == (0, False)

@@ -1,0 +1,398 @@
+"""vLLM's own disaggregation (EPD) on real vLLM 0.30 CPU engines, with rzmq's connectors and vLLM's.
+
+    disagg.py --venv VENV --model DIR --out DIR [--configs base,epd,...] [--prompt-tokens N]
+
+Each configuration starts real `vllm serve` instances (OpenAI API servers) and plays vLLM's
+EPD proxy: every request goes to the encoder instance (max_tokens=1), then to the prefill
+instance (max_tokens=1, `kv_transfer_params: {do_remote_decode: true}`), then, with the
+prefill's returned kv_transfer_params, to the decode instance, which streams the answer.
+
+Configurations:
+    base        one instance, no connector: the reference outputs and TTFT
+    epd         E -> P embeddings by RzmqECConnector, P -> D KV by RzmqKVConnector, every
+                instance under `rzmq run` with RDMA (soft provider), on one host
+    epd-netns   the same with E and D on host A, P on host B (network namespaces): embeddings
+                go A -> B, KV B -> A
+    epd-files   vLLM's ECExampleConnector and ExampleConnector (through files), stock libzmq
+    kill        rzmq's connectors: the encoder killed after encoding a picture, then the prefill
+                instance killed after its prefill: each consumer must fail that request with an
+                error (not hang), then serve the next request; nothing left in /dev/shm
+
+The requests: pictures (one repeated, to show an embedding is fetched once) with text, and
+text prompts of `--prompt-tokens` tokens. Each configuration's outputs (token ids and
+logprobs, greedy) are compared with base, and each one's traces (the rzmq_vllm_trace plugin)
+show what vLLM's schedulers did: whether the consumers computed any encoder input or any
+prompt token the connectors should have brought.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "real"))
+from run import NETNS, NETNS_IP, base_env, kill_session, netns_down, netns_up, shm_entries  # noqa: E402
+
+PORTS = {"base": 8200, "E": 8201, "P": 8202, "D": 8203}
+EC_PORT, KV_PORT = 14600, 14700
+MAX_TOKENS = 8
+
+
+def image_url(seed: int, side: int = 112) -> str:
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    img = Image.fromarray(rng.integers(0, 255, (side, side, 3), dtype=np.uint8))
+    b = io.BytesIO()
+    img.save(b, "PNG")
+    return "data:image/png;base64," + base64.b64encode(b.getvalue()).decode()
+
+
+def requests_for(prompt_tokens: int, side: int) -> list[dict]:
+    """Pictures (seed 2 twice: one embedding, fetched once) and long text prompts."""
+    out = []
+    for i, seed in enumerate((1, 2, 2, 3)):
+        out.append({"name": f"image{i}", "messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": image_url(seed, side)}},
+            {"type": "text", "text": f"Describe picture number {i}."}]}]})
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+    for i in range(2):
+        text = " ".join(words[(j * (i + 3)) % len(words)] for j in range(prompt_tokens))
+        out.append({"name": f"text{i}", "messages": [{"role": "user", "content": text}]})
+    return out
+
+
+def post(port: int, body: dict, host: str = "127.0.0.1", timeout: float = 300.0):
+    """(status, parsed answer or streamed chunks (body["stream"]), first token time)."""
+    stream = bool(body.get("stream"))
+    req = urllib.request.Request(f"http://{host}:{port}/v1/chat/completions", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            if not stream:
+                return r.status, json.load(r), None
+            chunks, first = [], None
+            for line in r:
+                line = line.strip()
+                if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                    continue
+                c = json.loads(line[6:])
+                if first is None and any(ch.get("delta", {}).get("content") or ch.get("token_ids")
+                                         for ch in c.get("choices", [])):
+                    first = time.time()
+                chunks.append(c)
+            return r.status, chunks, first
+    except urllib.error.HTTPError as e:
+        return e.code, {"error": e.read().decode(errors="replace")[:2000]}, None
+    except (urllib.error.URLError, OSError) as e:
+        return 0, {"error": str(e)}, None
+
+
+def answer_of(chunks) -> dict:
+    """Token ids, texts and logprobs of a streamed answer; an error chunk if one came."""
+    ids, toks, lps, finish, err = [], [], [], None, None
+    if isinstance(chunks, dict):
+        return {"error": chunks.get("error") or chunks}
+    for c in chunks:
+        if "error" in c:
+            err = c["error"]
+        for ch in c.get("choices", []):
+            ids += ch.get("token_ids") or []
+            for item in ((ch.get("logprobs") or {}).get("content") or []):
+                toks.append(item["token"])
+                lps.append(item["logprob"])
+            finish = ch.get("finish_reason") or finish
+    out = {"token_ids": ids, "tokens": toks, "logprobs": lps, "finish": finish}
+    if err is not None or finish == "error":
+        out["error"] = err or "finish_reason error"
+    elif finish is None:  # vLLM ends the stream of a request it failed without a finish reason
+        out["error"] = "the stream ended without a token or a finish reason"
+    return out
+
+
+class Instances:
+    """vllm serve instances, each in its own process session (and network namespace)."""
+
+    def __init__(self, args, out: str):
+        self.args, self.out = args, out
+        self.procs: dict[str, tuple[subprocess.Popen, str | None, str]] = {}
+
+    def start(self, name: str, flags: list[str], env: dict, netns: str | None = None, rzmq: bool = False,
+              host: str = "127.0.0.1") -> None:
+        py = os.path.join(self.args.venv, "bin", "python")
+        cmd = [py, "-m", "vllm.entrypoints.openai.api_server", "--model", self.args.model, "--port",
+               str(PORTS[name]), "--host", "0.0.0.0", "--max-model-len", str(self.args.max_model_len),
+               "--max-num-seqs", "4", "--dtype", "float32", "--enforce-eager", "--seed", "0",
+               "--limit-mm-per-prompt", json.dumps({"image": 1, "audio": 0, "video": 0}), *flags]
+        if rzmq:
+            cmd = [os.path.join(self.args.venv, "bin", "rzmq"), "run", "--", *cmd]
+        if netns:
+            cmd = ["ip", "netns", "exec", netns, *cmd]
+        env = {**env, "RZMQ_VLLM_TRACE_DIR": os.path.join(self.out, "trace", name)}
+        log = open(os.path.join(self.out, f"{name}.log"), "w")
+        p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs[name] = (p, netns, host)
+
+    def wait_ready(self, timeout: float = 400.0) -> None:
+        wait_ready({n: h for n, (_, _, h) in self.procs.items()}, timeout,
+                   lambda n: self.procs[n][0].poll())
+
+    def host(self, name: str) -> str:
+        return self.procs[name][2]
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time so far of every process of each instance's session."""
+        from run import session_pids
+
+        tick = os.sysconf("SC_CLK_TCK")
+        out = {}
+        for name, (p, _, _) in self.procs.items():
+            total = 0
+            for pid in session_pids(p.pid):
+                try:
+                    with open(f"/proc/{pid}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    total += int(fields[11]) + int(fields[12])
+                except (OSError, IndexError, ValueError):
+                    pass
+            out[name] = total / tick
+        return out
+
+    def kill(self, name: str) -> None:
+        p = self.procs[name][0]
+        from run import session_pids
+
+        for pid in session_pids(p.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        for p, _, _ in self.procs.values():
+            kill_session(p.pid)
+
+
+def wait_ready(hosts: dict[str, str], timeout: float = 400.0, exited=lambda name: None) -> None:
+    """Until each instance answers /health (an instance that exits fails at once)."""
+    end = time.time() + timeout
+    for name, host in hosts.items():
+        while True:
+            rc = exited(name)
+            if rc is not None:
+                raise RuntimeError(f"instance {name} exited with {rc} (see {name}.log)")
+            try:
+                with urllib.request.urlopen(f"http://{host}:{PORTS[name]}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.time() > end:
+                raise RuntimeError(f"instance {name} not ready in {timeout:.0f} s")
+            time.sleep(1.0)
+
+
+def ec_config(connector: str, role: str, host: str, out: str, files: bool, producers=None) -> list[str]:
+    if files:
+        extra = {"shared_storage_path": os.path.join(out, "ec-files")}
+    else:
+        extra = {"rdma": "require", "host_cache_dir": f"/dev/shm/rzmq-ec-test-{os.getpid()}", "fetch_timeout": 10}
+        if producers:
+            extra["producers"] = producers
+    cfg = {"ec_connector": connector, "ec_role": role, "ec_ip": host, "ec_port": EC_PORT,
+           "ec_connector_extra_config": extra}
+    return ["--ec-transfer-config", json.dumps(cfg)]
+
+
+def kv_config(connector: str, role: str, host: str, out: str, files: bool) -> list[str]:
+    extra = {"shared_storage_path": os.path.join(out, "kv-files")} if files else {"rdma": "require", "load_timeout": 10}
+    cfg = {"kv_connector": connector, "kv_role": role, "kv_ip": host, "kv_port": KV_PORT,
+           "kv_connector_extra_config": extra}
+    return ["--kv-transfer-config", json.dumps(cfg)]
+
+
+def body(req: dict, model: str, max_tokens: int, stream: bool, kv: dict | None = None) -> dict:
+    b = {"model": model, "messages": req["messages"], "max_tokens": max_tokens, "temperature": 0.0,
+         "logprobs": True, "top_logprobs": 1, "return_token_ids": True, "stream": stream}
+    if kv is not None:
+        b["kv_transfer_params"] = kv
+    return b
+
+
+def run_epd(inst, reqs: list[dict], model: str, kill: bool = False) -> list[dict]:
+    """Each request through E, P and D, as vLLM's EPD proxy does; timings per request. `inst`
+    gives each instance's host (`host(name)`) and kills one (`kill(name)`)."""
+    results = []
+    for i, req in enumerate(reqs):
+        has_image = req["name"].startswith("image")
+        rec = {"name": req["name"], "t_start": time.time()}
+        if has_image:
+            st, ans, _ = post(PORTS["E"], body(req, model, 1, False), inst.host("E"))
+            rec["e_status"] = st
+            rec["t_e"] = time.time()
+            if kill and i == 1:  # the encoder dies after encoding this picture
+                inst.kill("E")
+                rec["killed"] = "E"
+        st, ans, _ = post(PORTS["P"], body(req, model, 1, False, {"do_remote_decode": True}), inst.host("P"))
+        rec["p_status"], rec["t_p"] = st, time.time()
+        if st == 200 and (ans.get("choices") or [{}])[0].get("finish_reason") == "error":
+            st = rec["p_status"] = 500  # vLLM failed the request (a connector could not bring its data)
+            ans = {"error": "finish_reason error"}
+        if st != 200:
+            rec["answer"] = {"error": ans.get("error") if isinstance(ans, dict) else ans, "stage": "P"}
+            rec["t_end"] = time.time()
+            results.append(rec)
+            continue
+        kvp = ans.get("kv_transfer_params")
+        rec["kv_transfer_params"] = kvp
+        if kill and req["name"] == "text0":  # the prefill instance dies before the decode fetches
+            inst.kill("P")
+            rec["killed"] = "P"
+        st, chunks, first = post(PORTS["D"], body(req, model, MAX_TOKENS, True, kvp), inst.host("D"))
+        rec["d_status"], rec["t_first"], rec["t_end"] = st, first, time.time()
+        rec["answer"] = answer_of(chunks) if st == 200 else {"error": chunks.get("error"), "stage": "D"}
+        results.append(rec)
+    return results
+
+
+def run_base(reqs: list[dict], model: str) -> list[dict]:
+    results = []
+    for req in reqs:
+        rec = {"name": req["name"], "t_start": time.time()}
+        st, chunks, first = post(PORTS["base"], body(req, model, MAX_TOKENS, True))
+        rec["d_status"], rec["t_first"], rec["t_end"] = st, first, time.time()
+        rec["answer"] = answer_of(chunks) if st == 200 else {"error": chunks.get("error")}
+        results.append(rec)
+    return results
+
+
+class Remote:
+    """The instances as the client sees them from another network namespace (no killing there)."""
+
+    def __init__(self, hosts: dict[str, str]):
+        self.hosts = hosts
+
+    def host(self, name: str) -> str:
+        return self.hosts[name]
+
+    def kill(self, name: str) -> None:
+        raise RuntimeError("kill is not run across namespaces")
+
+
+def client_main(args) -> int:
+    """`--client`: the proxy's part alone, run inside a network namespace; results to --out."""
+    hosts = dict(kv.split("=", 1) for kv in args.client.split(","))
+    wait_ready(hosts)
+    results = run_epd(Remote(hosts), requests_for(args.prompt_tokens, args.image_side), args.model)
+    with open(os.path.join(args.out, "client.json"), "w") as f:
+        json.dump(results, f)
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--venv", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--configs", default="base,epd,epd-netns,kill")
+    ap.add_argument("--prompt-tokens", type=int, default=300)
+    ap.add_argument("--image-side", type=int, default=112)
+    ap.add_argument("--max-model-len", type=int, default=4096)
+    ap.add_argument("--client", help="E=host,P=host,D=host: run only the proxy's part (inside a namespace)")
+    args = ap.parse_args()
+    if args.client:
+        return client_main(args)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    os.makedirs(args.out, exist_ok=True)
+    reqs = requests_for(args.prompt_tokens, args.image_side)
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    status = {}
+    for name in configs:
+        out = os.path.join(args.out, name)
+        subprocess.run(["rm", "-rf", out])
+        os.makedirs(out)
+        env = {**base_env(), "VLLM_PLUGINS": "rzmq,rzmq_vllm_trace"}
+        env_rzmq = {**env, "RZMQ_RDMA_PROVIDER": "soft", "RZMQ_RDMA_LOG": "1"}
+        shm_before = shm_entries()
+        inst = Instances(args, out)
+        t0 = time.time()
+        rec = {"config": name}
+        try:
+            if name == "base":
+                inst.start("base", [], env)
+                inst.wait_ready()
+                cpu0 = inst.cpu_seconds()
+                results = run_base(reqs, args.model)
+            else:
+                files = name == "epd-files"
+                ec, kv = ("ECExampleConnector", "ExampleConnector") if files else ("RzmqECConnector", "RzmqKVConnector")
+                e = env if files else env_rzmq
+                hosts = {"E": "127.0.0.1", "P": "127.0.0.1", "D": "127.0.0.1"}
+                ns = {"E": None, "P": None, "D": None}
+                if name == "epd-netns":
+                    netns_up()
+                    hosts = {"E": NETNS_IP[0], "P": NETNS_IP[1], "D": NETNS_IP[0]}
+                    ns = {"E": NETNS[0], "P": NETNS[1], "D": NETNS[0]}
+                producers = [f"{hosts['E']}:{EC_PORT}"]
+                inst.start("E", ec_config(ec, "ec_producer", hosts["E"], out, files), e, ns["E"], not files, hosts["E"])
+                inst.start("P", [*ec_config(ec, "ec_consumer", hosts["P"], out, files, producers),
+                                 *kv_config(kv, "kv_producer", hosts["P"], out, files), "--no-enable-prefix-caching"],
+                           e, ns["P"], not files, hosts["P"])
+                inst.start("D", kv_config(kv, "kv_consumer", hosts["D"], out, files), e, ns["D"], not files, hosts["D"])
+                if name == "epd-netns":  # the proxy runs on host A, as E and D do
+                    cpu0 = None
+                    client = ["ip", "netns", "exec", NETNS[0], sys.executable, os.path.abspath(__file__), "--venv",
+                              args.venv, "--model", args.model, "--out", out, "--prompt-tokens",
+                              str(args.prompt_tokens), "--image-side", str(args.image_side), "--client",
+                              ",".join(f"{k}={v}" for k, v in hosts.items())]
+                    subprocess.run(client, env=env, check=True, timeout=1200)
+                    with open(os.path.join(out, "client.json")) as f:
+                        results = json.load(f)
+                else:
+                    inst.wait_ready()
+                    cpu0 = inst.cpu_seconds()
+                    results = run_epd(inst, reqs, args.model, kill=name == "kill")
+                if name == "kill":  # the consumers must still serve: a plain request to D and to P
+                    plain = {"name": "after", "messages": reqs[-1]["messages"]}
+                    st_d, ans_d, _ = post(PORTS["D"], body(plain, args.model, MAX_TOKENS, False), hosts["D"])
+                    rec["after_kill"] = {"D": st_d}
+            if cpu0 is not None:
+                rec["cpu"] = {k: round(v - cpu0.get(k, 0.0), 2) for k, v in inst.cpu_seconds().items()}
+            rec["results"] = results
+            rec["ok"] = True
+        except Exception as ex:  # noqa: BLE001  (reported; the configuration fails)
+            rec["ok"] = False
+            rec["error"] = str(ex)
+            import traceback
+
+            traceback.print_exc()
+            print(f"[vllm] {name}: {ex}", flush=True)
+        finally:
+            inst.stop()
+            if name == "epd-netns":
+                netns_down()
+        subprocess.run(["rm", "-rf", f"/dev/shm/rzmq-ec-test-{os.getpid()}"])
+        rec["shm_left"] = sorted(x for x in shm_entries() - shm_before if not x.startswith(("psm_", "sem.loky")))
+        rec["seconds"] = round(time.time() - t0, 1)
+        with open(os.path.join(out, "result.json"), "w") as f:
+            json.dump(rec, f, indent=1)
+        status[name] = rec
+        print(f"[vllm] {name}: {'ran' if rec['ok'] else 'FAILED'} in {rec['seconds']:.0f} s", flush=True)
+    import verify
+
+    return verify.main([args.out, *configs])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

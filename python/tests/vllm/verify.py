@@ -1,0 +1,219 @@
+"""Checks and figures of a disagg.py run (tests/vllm): outputs against base, and the schedulers' proof.
+
+    verify.py OUT CONFIG [CONFIG ...]
+
+For every configuration after `base`:
+- outputs: each request's greedy token ids and logprobs identical to base's;
+- from vLLM's schedulers (the rzmq_vllm_trace plugin): the prefill instance (EC consumer) ran
+  no encoder input itself, and every picture's embedding came through the EC connector; the
+  decode instance (KV consumer) computed only the last prompt token of each request, every
+  other one came through the KV connector, and ran no encoder input.
+rzmq's configurations must meet all of that; vLLM's own connectors (epd-files) are reported.
+`kill` must end each request whose producer was killed with an error, serve the requests after
+it, and leave nothing in /dev/shm. Prints the figures table (TTFT, transfer latency, bytes,
+copies, CPU time) and writes OUT/figures.json.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+
+RZMQ = {"epd", "epd-netns"}
+
+
+def load(out: str, config: str) -> dict:
+    with open(os.path.join(out, config, "result.json")) as f:
+        rec = json.load(f)
+    traces = {}
+    for inst_dir in glob.glob(os.path.join(out, config, "trace", "*")):
+        recs = []
+        for path in glob.glob(os.path.join(inst_dir, "*.jsonl")):
+            with open(path) as f:
+                recs += [json.loads(line) for line in f if line.strip()]
+        traces[os.path.basename(inst_dir)] = recs
+    rec["traces"] = traces
+    return rec
+
+
+LOGPROB_TOLERANCE = 1e-3  # vLLM itself: a prompt computed in one pass or resumed from its prefix
+# cache gives the same tokens with logprobs that differ in the 6th or 7th digit (float32, CPU)
+
+
+def logprob_gap(a: dict, b: dict) -> float:
+    return max((abs(x - y) for x, y in zip(a.get("logprobs", []), b.get("logprobs", []))), default=0.0)
+
+
+def same_answer(a: dict, b: dict) -> bool:
+    """Greedy token ids identical, logprobs within LOGPROB_TOLERANCE, no error."""
+    return (not a.get("error") and not b.get("error") and a["token_ids"] == b["token_ids"] and len(a["token_ids"]) > 0
+            and len(a["logprobs"]) == len(b["logprobs"]) and logprob_gap(a, b) <= LOGPROB_TOLERANCE)
+
+
+def proof(rec: dict) -> dict:
+    """What the schedulers and connectors of one EPD configuration did."""
+    t = rec["traces"]
+    steps = {k: [r for r in v if r["op"] == "step"] for k, v in t.items()}
+    ec = {k: [r for r in v if r["op"] == "ec"] for k, v in t.items()}
+    kv = {k: [r for r in v if r["op"] == "kv"] for k, v in t.items()}
+    images = [r for r in rec["results"] if r["name"].startswith("image")]
+    saved = {r["item"] for r in ec.get("E", []) if r["call"] == "save_caches"}
+    loaded = [i for r in ec.get("P", []) if r["call"] == "start_load_caches" for i in r["items"]]
+    p_encoder = sum(len(v) for s in steps.get("P", []) for v in s["encoder"].values())
+    d_encoder = sum(len(v) for s in steps.get("D", []) for v in s["encoder"].values())
+    d_new = [n for s in steps.get("D", []) for n in s["new"]]
+    d_self = [n["prompt"] - n["computed"] for n in d_new]
+    return {
+        "images": len(images),
+        "embeddings_saved_by_E": len(saved),
+        "embeddings_loaded_by_P": len(loaded),
+        "distinct_loaded_by_P": len(set(loaded)),
+        "P_encoder_inputs_computed": p_encoder,
+        "D_encoder_inputs_computed": d_encoder,
+        "D_requests": len(d_new),
+        "D_prompt_tokens_computed_itself": d_self,
+        "D_prompt_tokens": [n["prompt"] for n in d_new],
+        "kv_layers_loaded": sum(1 for r in kv.get("D", []) if r["call"] == "wait_for_layer_load"),
+    }
+
+
+def check_rzmq(p: dict) -> list[str]:
+    bad = []
+    if p["embeddings_saved_by_E"] != 3 or p["distinct_loaded_by_P"] != 3 or p["embeddings_loaded_by_P"] != 3:
+        bad.append(f"embeddings: E saved {p['embeddings_saved_by_E']}, P loaded {p['embeddings_loaded_by_P']} "
+                   f"({p['distinct_loaded_by_P']} distinct); 3 distinct pictures, each once")
+    if p["P_encoder_inputs_computed"] or p["D_encoder_inputs_computed"]:
+        bad.append(f"consumers ran their own encoder: P {p['P_encoder_inputs_computed']}, "
+                   f"D {p['D_encoder_inputs_computed']} inputs")
+    if p["D_requests"] != 6 or any(n != 1 for n in p["D_prompt_tokens_computed_itself"]):
+        bad.append(f"decode computed prompt tokens itself: {p['D_prompt_tokens_computed_itself']} (1 each expected)")
+    return bad
+
+
+def figures(rec: dict, base: dict | None) -> dict:
+    res = [r for r in rec["results"] if r.get("t_first")]
+    ttft = sorted(r["t_first"] - r["t_start"] for r in res)
+    t = rec["traces"]
+    ec_p = [r for r in t.get("P", []) if r["op"] == "ec"]
+    kv_d = [r for r in t.get("D", []) if r["op"] == "kv"]
+    kv_p = [r for r in t.get("P", []) if r["op"] == "kv"]
+    # EC: time P held a request back for its embeddings (first not-ready to ready) plus the load
+    waits = {}
+    for r in ec_p:
+        if r["call"] == "ensure_cache_available":
+            w = waits.setdefault(r["req"], [None, None])
+            if not r["ready"] and w[0] is None:
+                w[0] = r["t0"]
+            if r["ready"] and w[0] is not None and w[1] is None:
+                w[1] = r["t1"]
+    ec_wait = [b - a for a, b in waits.values() if a is not None and b is not None]
+    ec_load = [r["t1"] - r["t0"] for r in ec_p if r["call"] == "start_load_caches" and r["items"]]
+    ec_bytes = sum(r["bytes"] for r in ec_p if r["call"] == "start_load_caches")
+    # KV: per decode step that loaded, from start_load_kv to the last layer's wait, and the waits
+    loads = [r for r in kv_d if r["call"] in ("start_load_kv", "wait_for_layer_load")]
+    spans, exposed, cur = [], [], None
+    for r in sorted(loads, key=lambda r: r["t0"]):
+        if r["call"] == "start_load_kv":
+            if cur and cur["waits"]:
+                spans.append(cur["end"] - cur["t0"])
+                exposed.append(cur["waited"])
+            cur = {"t0": r["t0"], "end": r["t1"], "waited": r["t1"] - r["t0"], "waits": 0}
+        elif cur is not None:
+            cur["end"] = r["t1"]
+            cur["waited"] += r["t1"] - r["t0"]
+            cur["waits"] += 1
+    if cur and cur["waits"]:
+        spans.append(cur["end"] - cur["t0"])
+        exposed.append(cur["waited"])
+    reg = [r for r in kv_d if r["call"] == "register_kv_caches"]
+    save_cpu = sum(r["cpu"] for r in kv_p if r["call"] in ("save_kv_layer", "wait_for_save"))
+    stats_d = [r["stats"] for r in kv_d if r.get("stats")]
+    stats_p = [r["stats"] for r in ec_p if r.get("stats")]
+
+    def med(x):
+        return round(sorted(x)[len(x) // 2] * 1000, 1) if x else None
+
+    return {
+        "ttft_ms_median": med(ttft),
+        "ec_wait_ms_median": med(ec_wait),
+        "ec_load_ms_median": med(ec_load),
+        "ec_bytes": ec_bytes,
+        "kv_load_span_ms_median": med(spans),
+        "kv_exposed_wait_ms_median": med(exposed),
+        "kv_bytes": stats_d[-1].get("bytes_loaded") if stats_d else None,
+        "kv_copies_consumer": stats_d[-1].get("copies") if stats_d else None,
+        "kv_save_cpu_ms": round(save_cpu * 1000, 1),
+        "ec_loaded": stats_p[-1].get("loaded") if stats_p else None,
+        "cpu_s": rec.get("cpu"),
+        "kv_cache_bytes": reg[0]["bytes"] if reg else None,
+    }
+
+
+def main(argv: list[str]) -> int:
+    out, configs = argv[0], argv[1:]
+    recs = {c: load(out, c) for c in configs if os.path.exists(os.path.join(out, c, "result.json"))}
+    base = recs.get("base")
+    ok = True
+    report = {}
+    for name, rec in recs.items():
+        lines = []
+        if not rec.get("ok"):
+            ok = False
+            print(f"[vllm] {name}: FAILED to run: {rec.get('error')}")
+            continue
+        if name == "base":
+            errs = [r["name"] for r in rec["results"] if r["answer"].get("error")]
+            ok &= not errs
+            report[name] = {"figures": figures(rec, None)}
+            print(f"[vllm] base: {len(rec['results'])} requests, errors: {errs or 'none'}")
+            continue
+        if name == "kill":
+            by = {r["name"]: r for r in rec["results"]}
+            failed_e = by["image1"]["answer"].get("error") and by["image1"].get("p_status") != 200
+            failed_p = bool(by["text0"]["answer"].get("error"))
+            served = rec.get("after_kill", {}).get("D") == 200 and not by["image3"]["answer"].get("error")
+            slow = [r["name"] for r in rec["results"] if r["t_end"] - r["t_start"] > 90]
+            shm = rec["shm_left"]
+            said = {}
+            for inst, needle in (("P", "RzmqECConnector: embedding"), ("D", "KV load failure")):
+                try:
+                    with open(os.path.join(out, name, f"{inst}.log"), errors="replace") as lf:
+                        said[inst] = next((ln.strip()[-300:] for ln in lf if needle in ln), None)
+                except OSError:
+                    said[inst] = None
+                print(f"[vllm] kill: {inst} logged: {said[inst]}")
+            good = bool(failed_e and failed_p and served and not slow and not shm and all(said.values()))
+            ok &= good
+            print(f"[vllm] kill: encoder killed -> request failed with an error: {bool(failed_e)} "
+                  f"({str(by['image1']['answer'].get('error'))[:160]!r}); prefill killed -> decode failed with an "
+                  f"error: {failed_p} ({str(by['text0']['answer'].get('error'))[:160]!r}); later requests served: "
+                  f"{served}; slower than 90 s: {slow or 'none'}; /dev/shm left: {shm or 'nothing'} -> "
+                  f"{'PASS' if good else 'FAIL'}")
+            continue
+        same = [same_answer(r["answer"], b["answer"]) for r, b in zip(rec["results"], base["results"])] if base else []
+        p = proof(rec)
+        bad = check_rzmq(p)
+        f = figures(rec, base)
+        gap = max((logprob_gap(r["answer"], b["answer"]) for r, b in zip(rec["results"], base["results"])),
+                  default=None) if base else None
+        report[name] = {"identical": all(same) and len(same) == len(rec["results"]), "proof": p, "figures": f,
+                        "proof_failures": bad, "max_logprob_gap": gap}
+        print(f"[vllm] {name}: outputs identical to base: {sum(same)}/{len(same)} (token ids equal, largest "
+              f"logprob difference {gap}); proof: {json.dumps(p)}")
+        if bad:
+            print(f"[vllm] {name}: {'FAIL' if name in RZMQ else 'finding'}: " + "; ".join(bad))
+        if name in RZMQ:
+            ok &= report[name]["identical"] and not bad
+        elif not report[name]["identical"]:
+            print(f"[vllm] {name}: outputs differ from base (a finding about vLLM's connector)")
+        print(f"[vllm] {name}: figures {json.dumps(f)}")
+    with open(os.path.join(out, "figures.json"), "w") as fo:
+        json.dump(report, fo, indent=1)
+    print(f"[vllm] {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
