@@ -52,7 +52,7 @@ compat/build/venv-wheel/bin/python compat/pyzmq_vllm_traffic.py \
 # vLLM, vllm-omni; python/tests/real/env.sh makes it once, about 7 GB, and reuses it): payloads
 # of 1 KiB to 64 MiB between processes over TCP, soft RDMA (required) and two network namespaces;
 # dicts of tensors without copies; several consumers of one key; hostile requests; a producer
-# killed mid-transfer.
+# killed mid-transfer. The same run tests rzmq's vLLM EC and KV connectors (rzmq.vllm) in process.
 python/tests/omni/run.sh
 # Real vllm-omni serving a tiny random Qwen2.5-Omni (thinker -> talker -> code2wav, a process
 # each) on vLLM's CPU engines (python/tests/real): the same requests on the stock pyzmq wheel with
@@ -60,6 +60,12 @@ python/tests/omni/run.sh
 # across two network namespaces, with the talker killed mid-request, and on Mooncake's two
 # connectors; every token id, audio sample and stage payload must equal the stock run's.
 python/tests/real/run.sh --configs a,b,c,d,kill
+# vLLM's own disaggregation on real vLLM CPU engines (python/tests/vllm): encoder -> prefill ->
+# decode `vllm serve` instances under `rzmq run` (RDMA, soft provider) with RzmqECConnector and
+# RzmqKVConnector, on one host and across two network namespaces, then a producer of each killed;
+# outputs must equal one instance without connectors, and vLLM's schedulers must show that the
+# consumers computed no encoder input and no prompt token the connectors brought.
+python/tests/vllm/run.sh --configs base,kill,epd-netns
 # The Qwen-Omni disaggregated-pipeline replica (examples/omni): the same traffic on stock libzmq,
 # on rzmq over tcp and on rzmq with RDMA required (soft); every output must match.
 examples/omni/run.sh --quick --no-tests  # the connector's tests ran above

@@ -40,7 +40,7 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -216,6 +216,18 @@ class RzmqECConnector(ECConnectorBase):
         where = f"{self._host}:{self._port}"
         return False, {f.identifier: {"metadata": {}, "rzmq": where} for f in request.mm_features}
 
+    def health(self) -> dict[str, Any]:
+        """This side's accounting: the connector's counts, the transport's counters and store."""
+        out: dict[str, Any] = {"connector": dict(self.stats)}
+        if self._index is not None:
+            out["index"] = {"known": len(self._index.known), "fetches": self._index.fetches,
+                            "failures": self._index.failures}
+        if self._announcer is not None:
+            out["announced"] = len(self._announcer.live)
+        if self._peer is not None:
+            out["transport"] = self._peer.health()
+        return out
+
     def shutdown(self) -> None:
         """Closes sockets and the store."""
         for part in (self._announcer, self._index, self._peer):
@@ -301,6 +313,8 @@ class _Announcer:
 class _Index:
     """Consumer scheduler: what producers announced, and the fetches into the host cache."""
 
+    HOLD_WAIT = 0.002  # seconds ensure() waits for a fetch in flight before saying "not yet"
+
     def __init__(self, peer: RzmqConnector, producers: list[tuple[str, int]], timeout: float):
         self.peer = peer
         self.timeout = timeout
@@ -363,7 +377,12 @@ class _Index:
             fut = self._fetching[mm_hash] = self._pool.submit(self._fetch, mm_hash)
         self._waiting.setdefault(mm_hash, set()).add(req_id)
         if not fut.done():
-            return False
+            # vLLM's engine loop calls this again at once while the request is held back; each
+            # call spent waiting here (GIL released) lets the fetch thread run instead of queueing
+            # for the GIL behind that loop.
+            wait([fut], timeout=self.HOLD_WAIT)
+            if not fut.done():
+                return False
         del self._fetching[mm_hash]
         waiting = self._waiting.pop(mm_hash, set())
         if fut.result():

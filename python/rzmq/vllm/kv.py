@@ -279,7 +279,8 @@ class RzmqKVConnector(KVConnectorBase_V1):
             self._loader = _Loader(self._peer, self._layers, self._rank, self._load_timeout)
         for load in meta.loads:
             self._loading[load.req_id] = load
-            self._loader.submit(load)
+        if meta.loads:
+            self._loader.submit(meta.loads)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         """Consumer: waits for this layer of each load (only this one) and copies it into place."""
@@ -348,6 +349,13 @@ class RzmqKVConnector(KVConnectorBase_V1):
         for layer in self._layers:
             self._peer.cleanup(f"{req_id}/{layer}", STAGE, STAGE)
 
+    def health(self) -> dict[str, Any]:
+        """This side's accounting: the connector's counts, the transport's counters and store."""
+        out: dict[str, Any] = {"connector": dict(self.stats), "requests_holding_blocks": len(self._sends)}
+        if self._peer is not None:
+            out["transport"] = self._peer.health()
+        return out
+
     def shutdown(self):
         """Closes the transport."""
         if self._loader is not None:
@@ -373,15 +381,17 @@ class _Loader:
     def __init__(self, peer: RzmqConnector, layers: list[str], rank: int, timeout: float):
         self.peer, self.layers, self.rank, self.timeout = peer, layers, rank, timeout
         self._cv = threading.Condition()
-        self._queue: list[LoadReq] = []
+        self._queue: list[list[LoadReq]] = []
         self._got: dict[tuple[str, str], Any] = {}  # (request, layer) -> RecvParts, or None: failed
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="rzmq-kv-load", daemon=True)
         self._thread.start()
 
-    def submit(self, load: LoadReq) -> None:
+    def submit(self, loads: list[LoadReq]) -> None:
+        """One forward's loads: fetched layer by layer, each layer for every load before the next
+        layer, so that the first attention layer waits for the first layer of each request only."""
         with self._cv:
-            self._queue.append(load)
+            self._queue.append(list(loads))
             self._cv.notify_all()
 
     def _run(self) -> None:
@@ -391,18 +401,20 @@ class _Loader:
                     self._cv.wait()
                 if self._stopped:
                     return
-                load = self._queue.pop(0)
-            meta = {"source_host": load.host, "source_port": load.port + self.rank}
-            failed = False
+                batch = self._queue.pop(0)
+            failed: set[str] = set()
             for layer in self.layers:
-                got = None
-                if not failed:  # after a failure the producer is gone or lost it: fail the rest at once
-                    got = self.peer.get_with_deadline(STAGE, STAGE, f"{load.remote_req_id}/{layer}", meta,
-                                                      deadline=time.monotonic() + self.timeout)
-                    failed = got is None
-                with self._cv:
-                    self._got[(load.req_id, layer)] = got[0] if got is not None else None
-                    self._cv.notify_all()
+                for load in batch:
+                    got = None
+                    if load.req_id not in failed:  # after a failure the producer is gone or lost it
+                        meta = {"source_host": load.host, "source_port": load.port + self.rank}
+                        got = self.peer.get_with_deadline(STAGE, STAGE, f"{load.remote_req_id}/{layer}", meta,
+                                                          deadline=time.monotonic() + self.timeout)
+                        if got is None:
+                            failed.add(load.req_id)
+                    with self._cv:
+                        self._got[(load.req_id, layer)] = got[0] if got is not None else None
+                        self._cv.notify_all()
 
     def layer(self, req_id: str, layer: str):
         """The received blocks of `layer` (RecvParts), or None if they did not come in time."""
@@ -418,7 +430,7 @@ class _Loader:
     def forget(self, req_id: str) -> None:
         """Drops what came for `req_id` and was not used (a forward that ended early)."""
         with self._cv:
-            self._queue = [q for q in self._queue if q.req_id != req_id]
+            self._queue = [[q for q in batch if q.req_id != req_id] for batch in self._queue]
             for k in [k for k in self._got if k[0] == req_id]:
                 got = self._got.pop(k)
                 if got is not None:

@@ -115,6 +115,26 @@ def test_ec_embedding_announced_fetched_once_and_loaded_without_copy(tmp_path):
             c.shutdown()
 
 
+def test_ec_two_hosts_each_fetch_once(tmp_path):
+    """Two consumer instances with separate host caches (two hosts) both learn of the embedding
+    and each fetches it once; the producer keeps it for both (any number of consumers)."""
+    port = free_port()
+    prod = RzmqECConnector(ec_config("ec_producer", port, tmp_path), ECConnectorRole.WORKER)
+    a = RzmqECConnector(ec_config("ec_consumer", port, tmp_path / "a"), ECConnectorRole.SCHEDULER)
+    b = RzmqECConnector(ec_config("ec_consumer", port, tmp_path / "b"), ECConnectorRole.SCHEDULER)
+    try:
+        prod.save_caches({"h": torch.arange(32.0).reshape(4, 8)}, "h")
+        for sched in (a, b):
+            assert wait_until(lambda: sched.has_cache_item("h"))
+            req = NS(request_id="r", mm_features=[feature("h")], ec_transfer_params=None)
+            assert wait_until(lambda: sched.ensure_cache_available(req, 0))
+            assert sched._index.fetches == 1
+        assert prod.health()["transport"]["requests_served"] == 2
+    finally:
+        for c in (b, a, prod):
+            c.shutdown()
+
+
 def test_ec_late_consumer_learns_what_is_live_and_releases_are_announced(tmp_path):
     port = free_port()
     prod = RzmqECConnector(ec_config("ec_producer", port, tmp_path, buffer_ttl_seconds=1.0), ECConnectorRole.WORKER)
@@ -159,18 +179,24 @@ def kv_setup(role: str, port: int, num_blocks: int = 8, block_size: int = 4, **e
     return vc, NS(num_blocks=num_blocks)
 
 
-def test_kv_layers_travel_block_by_block_and_free_after_delivery():
+def kv_pair(layers: list[str]):
+    """A producer worker and a consumer worker, each with its own KV cache ([B, H, N, C] per layer)."""
     port = free_port()
     vc_p, kc_p = kv_setup("kv_producer", port)
     vc_c, kc_c = kv_setup("kv_consumer", port)
     prod = RzmqKVConnector(vc_p, KVConnectorRole.WORKER, kc_p)
     cons = RzmqKVConnector(vc_c, KVConnectorRole.WORKER, kc_c)
+    src = {n: torch.randn(8, 2, 4, 6) for n in layers}
+    dst = {n: torch.zeros(8, 2, 4, 6) for n in layers}
+    prod.register_kv_caches(src)
+    cons.register_kv_caches(dst)
+    return port, prod, cons, src, dst
+
+
+def test_kv_layers_travel_block_by_block_and_free_after_delivery():
+    layers = ["l0", "l1"]
+    port, prod, cons, src, dst = kv_pair(layers)
     try:
-        layers = ["l0", "l1"]
-        src = {n: torch.randn(8, 2, 4, 6) for n in layers}  # [B, H, N, C]
-        dst = {n: torch.zeros(8, 2, 4, 6) for n in layers}
-        prod.register_kv_caches(src)
-        cons.register_kv_caches(dst)
         # the producer's request holds blocks 5, 2, 7 (10 tokens); it finishes prefill this step
         prod.bind_connector_metadata(RzmqKVMetadata(saves=[SaveReq("p1", [5, 2, 7], 10)]))
         for n in layers:
@@ -191,6 +217,31 @@ def test_kv_layers_travel_block_by_block_and_free_after_delivery():
         assert cons.stats["copies"] == 6 and cons.stats["layers_loaded"] == 2
         # every layer delivered: the producer hands the blocks back to vLLM
         assert wait_until(lambda: prod.get_finished(set()) == ({"p1"}, None), timeout=5.0)
+    finally:
+        cons.shutdown()
+        prod.shutdown()
+
+
+def test_kv_two_requests_in_one_forward_each_into_its_own_blocks():
+    layers = ["l0", "l1", "l2"]
+    port, prod, cons, src, dst = kv_pair(layers)
+    try:
+        prod.bind_connector_metadata(RzmqKVMetadata(saves=[SaveReq("a", [0, 1], 6), SaveReq("b", [2], 3)]))
+        for n in layers:
+            prod.save_kv_layer(n, src[n], None)
+        cons.bind_connector_metadata(RzmqKVMetadata(loads=[
+            LoadReq("da", "a", "127.0.0.1", port, [4, 5], 0, 5), LoadReq("db", "b", "127.0.0.1", port, [7], 0, 2)]))
+        cons.start_load_kv(None)
+        for n in layers:
+            cons.wait_for_layer_load(n)
+        cons.get_finished(set())
+        assert cons.get_block_ids_with_load_errors() == set()
+        for n in layers:
+            for s, d in ((0, 4), (1, 5), (2, 7)):
+                assert torch.equal(dst[n][d], src[n][s])
+        assert wait_until(lambda: (prod.get_finished({"a", "b"})[0] or set()) >= {"a", "b"} or
+                          not prod._sends, timeout=5.0)
+        assert not prod._sends  # both requests' blocks handed back
     finally:
         cons.shutdown()
         prod.shutdown()

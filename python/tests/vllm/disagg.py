@@ -1,6 +1,6 @@
 """vLLM's own disaggregation (EPD) on real vLLM 0.30 CPU engines, with rzmq's connectors and vLLM's.
 
-    disagg.py --venv VENV --model DIR --out DIR [--configs base,epd,...] [--prompt-tokens N]
+    disagg.py --venv VENV --model DIR --out DIR [--configs base,epd,...] [--prompt-words N]
 
 Each configuration starts real `vllm serve` instances (OpenAI API servers) and plays vLLM's
 EPD proxy: every request goes to the encoder instance (max_tokens=1), then to the prefill
@@ -14,12 +14,15 @@ Configurations:
     epd-netns   the same with E and D on host A, P on host B (network namespaces): embeddings
                 go A -> B, KV B -> A
     epd-files   vLLM's ECExampleConnector and ExampleConnector (through files), stock libzmq
-    kill        rzmq's connectors: the encoder killed after encoding a picture, then the prefill
-                instance killed after its prefill: each consumer must fail that request with an
-                error (not hang), then serve the next request; nothing left in /dev/shm
+    pd          P -> D only (P encodes pictures itself), RzmqKVConnector under `rzmq run` (RDMA)
+    pd-mooncake P -> D only with vLLM's MooncakeConnector (Mooncake transfer engine over TCP)
+    kill        epd, then the encoder killed after encoding a new picture, and the prefill
+                instance killed after its prefill of a new prompt: each consumer must fail that
+                request with an error (not hang), then serve the next request; nothing left in
+                /dev/shm
 
 The requests: pictures (one repeated, to show an embedding is fetched once) with text, and
-text prompts of `--prompt-tokens` tokens. Each configuration's outputs (token ids and
+text prompts of `--prompt-words` words (about 4 tokens a word with the tiny models' vocabulary). Each configuration's outputs (token ids and
 logprobs, greedy) are compared with base, and each one's traces (the rzmq_vllm_trace plugin)
 show what vLLM's schedulers did: whether the consumers computed any encoder input or any
 prompt token the connectors should have brought.
@@ -59,7 +62,7 @@ def image_url(seed: int, side: int = 112) -> str:
     return "data:image/png;base64," + base64.b64encode(b.getvalue()).decode()
 
 
-def requests_for(prompt_tokens: int, side: int) -> list[dict]:
+def requests_for(prompt_words: int, side: int) -> list[dict]:
     """Pictures (seed 2 twice: one embedding, fetched once) and long text prompts."""
     out = []
     for i, seed in enumerate((1, 2, 2, 3)):
@@ -68,7 +71,7 @@ def requests_for(prompt_tokens: int, side: int) -> list[dict]:
             {"type": "text", "text": f"Describe picture number {i}."}]}]})
     words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
     for i in range(2):
-        text = " ".join(words[(j * (i + 3)) % len(words)] for j in range(prompt_tokens))
+        text = " ".join(words[(j * (i + 3)) % len(words)] for j in range(prompt_words))
         out.append({"name": f"text{i}", "messages": [{"role": "user", "content": text}]})
     return out
 
@@ -133,8 +136,11 @@ class Instances:
         py = os.path.join(self.args.venv, "bin", "python")
         cmd = [py, "-m", "vllm.entrypoints.openai.api_server", "--model", self.args.model, "--port",
                str(PORTS[name]), "--host", "0.0.0.0", "--max-model-len", str(self.args.max_model_len),
-               "--max-num-seqs", "4", "--dtype", "float32", "--enforce-eager", "--seed", "0",
+               "--max-num-seqs", "4", "--max-num-batched-tokens", str(self.args.max_num_batched_tokens),
+               "--dtype", self.args.dtype, "--enforce-eager", "--seed", "0",
                "--limit-mm-per-prompt", json.dumps({"image": 1, "audio": 0, "video": 0}), *flags]
+        if self.args.max_pixels:
+            cmd += ["--mm-processor-kwargs", json.dumps({"max_pixels": self.args.max_pixels})]
         if rzmq:
             cmd = [os.path.join(self.args.venv, "bin", "rzmq"), "run", "--", *cmd]
         if netns:
@@ -230,40 +236,70 @@ def body(req: dict, model: str, max_tokens: int, stream: bool, kv: dict | None =
     return b
 
 
-def run_epd(inst, reqs: list[dict], model: str, kill: bool = False) -> list[dict]:
-    """Each request through E, P and D, as vLLM's EPD proxy does; timings per request. `inst`
-    gives each instance's host (`host(name)`) and kills one (`kill(name)`)."""
-    results = []
-    for i, req in enumerate(reqs):
-        has_image = req["name"].startswith("image")
-        rec = {"name": req["name"], "t_start": time.time()}
-        if has_image:
-            st, ans, _ = post(PORTS["E"], body(req, model, 1, False), inst.host("E"))
-            rec["e_status"] = st
-            rec["t_e"] = time.time()
-            if kill and i == 1:  # the encoder dies after encoding this picture
-                inst.kill("E")
-                rec["killed"] = "E"
-        st, ans, _ = post(PORTS["P"], body(req, model, 1, False, {"do_remote_decode": True}), inst.host("P"))
-        rec["p_status"], rec["t_p"] = st, time.time()
-        if st == 200 and (ans.get("choices") or [{}])[0].get("finish_reason") == "error":
-            st = rec["p_status"] = 500  # vLLM failed the request (a connector could not bring its data)
-            ans = {"error": "finish_reason error"}
-        if st != 200:
-            rec["answer"] = {"error": ans.get("error") if isinstance(ans, dict) else ans, "stage": "P"}
-            rec["t_end"] = time.time()
-            results.append(rec)
-            continue
-        kvp = ans.get("kv_transfer_params")
-        rec["kv_transfer_params"] = kvp
-        if kill and req["name"] == "text0":  # the prefill instance dies before the decode fetches
-            inst.kill("P")
-            rec["killed"] = "P"
-        st, chunks, first = post(PORTS["D"], body(req, model, MAX_TOKENS, True, kvp), inst.host("D"))
-        rec["d_status"], rec["t_first"], rec["t_end"] = st, first, time.time()
-        rec["answer"] = answer_of(chunks) if st == 200 else {"error": chunks.get("error"), "stage": "D"}
-        results.append(rec)
-    return results
+MOONCAKE_ENGINE = "rzmq-test-prefill"
+
+
+def through_epd(inst, req: dict, model: str, kill_after: str | None = None, encoder: bool = True,
+                mooncake: bool = False) -> dict:
+    """One request through E (pictures only), P and D, as vLLM's EPD proxy does; timings. With
+    `kill_after` "E" or "P", that instance is killed once it has answered. Without `encoder`, P
+    encodes pictures itself (P/D only). `mooncake`: the router-made kv_transfer_params vLLM's
+    MooncakeConnector needs (a transfer id for both, P's bootstrap address for D)."""
+    rec = {"name": req["name"], "t_start": time.time()}
+    to_p = {"do_remote_decode": True}
+    if mooncake:
+        tid = f"t-{time.time_ns()}"
+        to_p["transfer_id"] = tid
+    if encoder and any(isinstance(c, dict) and c.get("type") == "image_url" for m in req["messages"]
+           for c in (m["content"] if isinstance(m["content"], list) else [])):
+        st, ans, _ = post(PORTS["E"], body(req, model, 1, False), inst.host("E"))
+        rec["e_status"], rec["t_e"] = st, time.time()
+        if kill_after == "E":
+            inst.kill("E")
+            rec["killed"] = "E"
+    st, ans, _ = post(PORTS["P"], body(req, model, 1, False, to_p), inst.host("P"))
+    rec["p_status"], rec["t_p"] = st, time.time()
+    if st == 200 and (ans.get("choices") or [{}])[0].get("finish_reason") == "error":
+        st = rec["p_status"] = 500  # vLLM failed the request (a connector could not bring its data)
+        ans = {"error": "finish_reason error"}
+    if st != 200:
+        rec["answer"] = {"error": ans.get("error") if isinstance(ans, dict) else ans, "stage": "P"}
+        rec["t_end"] = time.time()
+        return rec
+    kvp = ans.get("kv_transfer_params")
+    if mooncake:
+        kvp = {"do_remote_prefill": True, "remote_engine_id": MOONCAKE_ENGINE, "transfer_id": tid,
+               "remote_bootstrap_addr": f"{inst.host('P')}:8998"}
+    rec["kv_transfer_params"] = kvp
+    if kill_after == "P":
+        inst.kill("P")
+        rec["killed"] = "P"
+    st, chunks, first = post(PORTS["D"], body(req, model, MAX_TOKENS, True, kvp), inst.host("D"))
+    rec["d_status"], rec["t_first"], rec["t_end"] = st, first, time.time()
+    rec["answer"] = answer_of(chunks) if st == 200 else {"error": chunks.get("error"), "stage": "D"}
+    return rec
+
+
+def run_epd(inst, reqs: list[dict], model: str, **kw) -> list[dict]:
+    """Every request through E, P and D. `inst` gives each instance's host (`host(name)`) and
+    kills one (`kill(name)`)."""
+    return [through_epd(inst, req, model, **kw) for req in reqs]
+
+
+def run_kill(inst, model: str, prompt_words: int, side: int) -> list[dict]:
+    """After the normal requests: the encoder killed once it encoded a new picture (the prefill
+    instance must fail that request), the prefill instance killed once it prefilled a new
+    prompt (the decode instance must fail it), then a plain request to the decode instance."""
+    pic = {"name": "kill-E", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": image_url(99, side)}}, {"type": "text", "text": "And this one?"}]}]}
+    text = {"name": "kill-P", "messages": [{"role": "user", "content": " ".join(["omega"] * prompt_words)}]}
+    out = [through_epd(inst, pic, model, kill_after="E"), through_epd(inst, text, model, kill_after="P")]
+    plain = {"name": "after", "messages": [{"role": "user", "content": "still there?"}]}
+    t0 = time.time()
+    st, ans, _ = post(PORTS["D"], body(plain, model, MAX_TOKENS, False), inst.host("D"))
+    out.append({"name": "after", "t_start": t0, "t_end": time.time(), "d_status": st,
+                "answer": {"error": None if st == 200 else ans}})
+    return out
 
 
 def run_base(reqs: list[dict], model: str) -> list[dict]:
@@ -294,7 +330,7 @@ def client_main(args) -> int:
     """`--client`: the proxy's part alone, run inside a network namespace; results to --out."""
     hosts = dict(kv.split("=", 1) for kv in args.client.split(","))
     wait_ready(hosts)
-    results = run_epd(Remote(hosts), requests_for(args.prompt_tokens, args.image_side), args.model)
+    results = run_epd(Remote(hosts), requests_for(args.prompt_words, args.image_side), args.model)
     with open(os.path.join(args.out, "client.json"), "w") as f:
         json.dump(results, f)
     return 0
@@ -306,16 +342,20 @@ def main() -> int:
     ap.add_argument("--model", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--configs", default="base,epd,epd-netns,kill")
-    ap.add_argument("--prompt-tokens", type=int, default=300)
+    ap.add_argument("--prompt-words", type=int, default=300)
     ap.add_argument("--image-side", type=int, default=112)
     ap.add_argument("--max-model-len", type=int, default=4096)
+    ap.add_argument("--max-num-batched-tokens", type=int, default=4096)
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--max-pixels", type=int, default=0,
+                    help="cap on a picture's pixels (the encoder's memory profile); 0: the model's")
     ap.add_argument("--client", help="E=host,P=host,D=host: run only the proxy's part (inside a namespace)")
     args = ap.parse_args()
     if args.client:
         return client_main(args)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     os.makedirs(args.out, exist_ok=True)
-    reqs = requests_for(args.prompt_tokens, args.image_side)
+    reqs = requests_for(args.prompt_words, args.image_side)
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     status = {}
     for name in configs:
@@ -327,13 +367,27 @@ def main() -> int:
         shm_before = shm_entries()
         inst = Instances(args, out)
         t0 = time.time()
-        rec = {"config": name}
+        rec = {"config": name, "dtype": args.dtype}
         try:
             if name == "base":
                 inst.start("base", [], env)
                 inst.wait_ready()
                 cpu0 = inst.cpu_seconds()
                 results = run_base(reqs, args.model)
+            elif name in ("pd", "pd-mooncake"):
+                if name == "pd":
+                    flags = [kv_config("RzmqKVConnector", r, "127.0.0.1", out, False) for r in ("kv_producer", "kv_consumer")]
+                else:  # vLLM's MooncakeConnector over Mooncake's transfer engine (TCP: no RDMA here)
+                    flags = [["--kv-transfer-config", json.dumps({
+                        "kv_connector": "MooncakeConnector", "kv_role": r, "engine_id": MOONCAKE_ENGINE if r == "kv_producer"
+                        else "rzmq-test-decode", "kv_connector_extra_config": {"mooncake_protocol": "tcp"}})]
+                        for r in ("kv_producer", "kv_consumer")]
+                e = env_rzmq if name == "pd" else env
+                inst.start("P", [*flags[0], "--no-enable-prefix-caching"], e, None, name == "pd")
+                inst.start("D", flags[1], e, None, name == "pd")
+                inst.wait_ready()
+                cpu0 = inst.cpu_seconds()
+                results = run_epd(inst, reqs, args.model, encoder=False, mooncake=name == "pd-mooncake")
             else:
                 files = name == "epd-files"
                 ec, kv = ("ECExampleConnector", "ExampleConnector") if files else ("RzmqECConnector", "RzmqKVConnector")
@@ -353,8 +407,8 @@ def main() -> int:
                 if name == "epd-netns":  # the proxy runs on host A, as E and D do
                     cpu0 = None
                     client = ["ip", "netns", "exec", NETNS[0], sys.executable, os.path.abspath(__file__), "--venv",
-                              args.venv, "--model", args.model, "--out", out, "--prompt-tokens",
-                              str(args.prompt_tokens), "--image-side", str(args.image_side), "--client",
+                              args.venv, "--model", args.model, "--out", out, "--prompt-words",
+                              str(args.prompt_words), "--image-side", str(args.image_side), "--dtype", args.dtype, "--client",
                               ",".join(f"{k}={v}" for k, v in hosts.items())]
                     subprocess.run(client, env=env, check=True, timeout=1200)
                     with open(os.path.join(out, "client.json")) as f:
@@ -362,11 +416,12 @@ def main() -> int:
                 else:
                     inst.wait_ready()
                     cpu0 = inst.cpu_seconds()
-                    results = run_epd(inst, reqs, args.model, kill=name == "kill")
-                if name == "kill":  # the consumers must still serve: a plain request to D and to P
-                    plain = {"name": "after", "messages": reqs[-1]["messages"]}
-                    st_d, ans_d, _ = post(PORTS["D"], body(plain, args.model, MAX_TOKENS, False), hosts["D"])
-                    rec["after_kill"] = {"D": st_d}
+                    results = run_epd(inst, reqs, args.model)
+                    if name == "kill":
+                        rec["cpu"] = {k: round(v - cpu0.get(k, 0.0), 2) for k, v in inst.cpu_seconds().items()}
+                        cpu0 = None
+                        rec["phase_end"] = time.time()
+                        rec["kill"] = run_kill(inst, args.model, args.prompt_words, args.image_side)
             if cpu0 is not None:
                 rec["cpu"] = {k: round(v - cpu0.get(k, 0.0), 2) for k, v in inst.cpu_seconds().items()}
             rec["results"] = results

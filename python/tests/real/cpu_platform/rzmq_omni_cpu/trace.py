@@ -127,21 +127,25 @@ def _library() -> str | None:
         return f"unknown ({e})"
 
 
-def install() -> None:
-    """vllm-omni general plugin: wraps connector creation when RZMQ_REAL_TRACE_DIR is set."""
-    global _installed
-    if _installed or not os.environ.get("RZMQ_REAL_TRACE_DIR"):
-        return
-    _installed = True
-
+def process_record() -> dict:
+    """This process: its title (vLLM's), which libzmq serves pyzmq in it, LD_PRELOAD."""
     try:
         import setproctitle
 
         title = setproctitle.getproctitle()
     except Exception:  # noqa: BLE001
         title = " ".join(sys.argv[:2])
-    _emit({"op": "process", "pid": os.getpid(), "title": title, "library": _library(),
-           "preload": os.environ.get("LD_PRELOAD", ""), "t0": time.time()})
+    return {"op": "process", "pid": os.getpid(), "title": title, "library": _library(),
+            "preload": os.environ.get("LD_PRELOAD", ""), "t0": time.time()}
+
+
+def install() -> None:
+    """vllm-omni general plugin: wraps connector creation when RZMQ_REAL_TRACE_DIR is set."""
+    global _installed
+    if _installed or not os.environ.get("RZMQ_REAL_TRACE_DIR"):
+        return
+    _installed = True
+    _emit(process_record())
 
     try:
         from vllm_omni.distributed.omni_connectors.factory import OmniConnectorFactory

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 import time
 
@@ -129,21 +128,9 @@ def install() -> None:
     if _installed or not os.environ.get("RZMQ_VLLM_TRACE_DIR"):
         return
     _installed = True
-    try:
-        import setproctitle
+    from .trace import process_record
 
-        title = setproctitle.getproctitle()
-    except Exception:  # noqa: BLE001
-        title = " ".join(sys.argv[:2])
-    try:
-        from rzmq import _libcheck
-
-        import zmq  # noqa: F401
-
-        library = _libcheck.bound_file()[0]
-    except Exception as e:  # noqa: BLE001
-        library = f"unknown ({e})"
-    _emit({"op": "process", "pid": os.getpid(), "title": title, "library": library, "t0": time.time()})
+    _emit(process_record())
     _wrap_schedule()
     from vllm.distributed.ec_transfer.ec_connector.factory import ECConnectorFactory
     from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# vLLM's own disaggregation on real vLLM 0.30 (CPU engines) over rzmq's EC and KV connectors:
+# encoder -> prefill (embeddings, RzmqECConnector) -> decode (KV, RzmqKVConnector), each a
+# `vllm serve` instance, against one instance without connectors; then the same across two
+# network namespaces, a producer killed mid-way, and vLLM's own file connectors for comparison.
+# Prints per configuration: outputs against the undisaggregated run, what vLLM's schedulers
+# computed themselves, each connection's transport, and the figures (TTFT, transfer latency,
+# bytes, copies, CPU time).
+#
+# usage: python/tests/vllm/run.sh [--configs base,epd,...] [--size tiny|7b] [--out DIR]
+#   configurations: disagg.py's docstring (default base,epd,epd-netns,kill);
+#   --size 7b: the model whose thinker hidden size is Qwen2.5-Omni-7B's (3584), prompts of
+#   about 2,200 tokens and 448x448 pictures, bfloat16 (as served; float32 at this width needs
+#   about 9 GB per instance here): megabytes of embeddings and KV per request.
+# Uses the real environment of python/tests/real (env.sh: about 7 GB, made once). Needs root for
+# epd-netns (network namespaces).
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../../.." && pwd)
+CONFIGS="base,epd,epd-netns,kill"
+SIZE=tiny
+OUT="$ROOT/python/build/vllm"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --configs) CONFIGS=$2; shift 2 ;;
+        --size) SIZE=$2; shift 2 ;;
+        --out) OUT=$2; shift 2 ;;
+        *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+if ! { command -v ip >/dev/null && ip netns add rzv-probe 2>/dev/null && ip netns del rzv-probe; }; then
+    CONFIGS=$(echo "$CONFIGS" | tr ',' '\n' | { grep -vx -e epd-netns || true; } | paste -sd, -)
+    echo "[vllm] network namespaces cannot be made here (root and iproute2 needed): epd-netns left out" >&2
+fi
+if ! ls "$ROOT"/dist/rzmq-*.whl >/dev/null 2>&1; then
+    "$ROOT/scripts/build-wheel.sh" >&2
+fi
+VENV=$("$ROOT/python/tests/real/env.sh" | tail -1)
+MODELS=${RZMQ_REAL_MODELS:-$HOME/.cache/rzmq/models}
+case "$SIZE" in
+    tiny) MODEL="$MODELS/qwen2_5_omni-h64"; HIDDEN=64; SIZING=(--prompt-words 300 --image-side 112) ;;
+    7b) MODEL="$MODELS/qwen2_5_omni-h3584"; HIDDEN=3584; SIZING=(--prompt-words 500 --image-side 448 --max-model-len 4096 --max-num-batched-tokens 2560 --max-pixels 200704 --dtype bfloat16) ;;
+    *) echo "--size tiny or 7b" >&2; exit 2 ;;
+esac
+mkdir -p "$MODELS"
+"$VENV/bin/python" "$ROOT/python/tests/real/make_tiny_model.py" "$MODEL" --thinker-hidden "$HIDDEN" >&2
+exec "$VENV/bin/python" "$HERE/disagg.py" --venv "$VENV" --model "$MODEL" --out "$OUT/$SIZE" --configs "$CONFIGS" \
+    "${SIZING[@]}"
