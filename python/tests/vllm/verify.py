@@ -122,9 +122,11 @@ def links(out: str, config: str) -> dict:
 
 
 def figures(rec: dict, base: dict | None) -> dict:
+    """Per configuration, over its normal requests (up to `phase_end`, before any kill)."""
     res = [r for r in rec["results"] if r.get("t_first")]
     ttft = sorted(r["t_first"] - r["t_start"] for r in res)
-    t = rec["traces"]
+    until = rec.get("phase_end") or float("inf")
+    t = {k: [r for r in v if r.get("t", r.get("t0", 0)) <= until] for k, v in rec["traces"].items()}
     ec_p = [r for r in t.get("P", []) if r["op"] == "ec"]
     kv_d = [r for r in t.get("D", []) if r["op"] == "kv"]
     kv_p = [r for r in t.get("P", []) if r["op"] == "kv"]
@@ -147,12 +149,12 @@ def figures(rec: dict, base: dict | None) -> dict:
     calls = sorted((r for r in kv_d if r["call"] in ("start_load_kv", "wait_for_layer_load")), key=lambda r: r["t0"])
     starts = [i for i, r in enumerate(calls) if r["call"] == "start_load_kv"]
     spans, exposed = [], []
+    n_layers = len({r["layer"] for r in calls if r["call"] == "wait_for_layer_load"})
     for ts in loading:
         i = next((i for i in starts if calls[i]["t0"] >= ts), None)
         if i is None:
             continue
-        j = next((k for k in starts if k > i), len(calls))
-        window = calls[i:j]
+        window = calls[i:i + 1 + n_layers]  # the start, then one wait per layer of that forward
         spans.append(window[-1]["t1"] - window[0]["t0"])
         exposed.append(sum(r["t1"] - r["t0"] for r in window))
     reg = [r for r in kv_d if r["call"] == "register_kv_caches"]
