@@ -92,8 +92,11 @@ def test_ec_embedding_announced_fetched_once_and_loaded_without_copy(tmp_path):
         # the announcement reaches the consumer's scheduler: has_cache_item is a lookup
         assert wait_until(lambda: sched.has_cache_item("h1"))
         req = NS(request_id="r1", mm_features=[feature("h1")], ec_transfer_params=None)
-        assert not sched.ensure_cache_available(req, 0)  # the fetch starts; the request waits
+        # the first call starts the fetch (and says ready at once only if it ended within the
+        # short hold wait); the request is admitted once the embedding is on this host
+        sched.ensure_cache_available(req, 0)
         assert wait_until(lambda: sched.ensure_cache_available(req, 0))
+        assert sched._index.local("h1")
         sched.update_state_after_alloc(req, 0)
         meta = sched.build_connector_meta(None)
         assert meta.loads == ["h1"]
