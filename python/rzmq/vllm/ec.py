@@ -29,6 +29,8 @@ data port (announcements on ec_port + 1); `ec_connector_extra_config` takes
     memory_pool_size    producers: bytes of embeddings held (default 4 GiB)
     buffer_ttl_seconds  producers: an embedding unused this long is released (default 600)
     fetch_timeout       consumers: seconds a fetch may take before its requests fail (default 30)
+    announce_wait       consumers: seconds a request waits for its picture's announcement before
+                        this instance encodes the picture itself (default 1; 0: at once)
     rdma                "auto" or "require", as RzmqConnector
     host_cache_dir, host_cache_bytes   the host cache (default /dev/shm/rzmq-ec-<uid>, 4 GiB)
 """
@@ -108,7 +110,8 @@ class RzmqECConnector(ECConnectorBase):
         if role == ECConnectorRole.SCHEDULER:
             if self.is_consumer:
                 self._peer = RzmqConnector({**self._peer_config, "role": "receiver"})
-                self._index = _Index(self._peer, self._producers, self._fetch_timeout)
+                self._index = _Index(self._peer, self._producers, self._fetch_timeout,
+                                     float(extra.get("announce_wait", 1.0)))
         elif self.is_producer and _first_tp_rank():
             self._peer = RzmqConnector({**self._peer_config, "role": "sender", "zmq_port": self._port})
             self._announcer = _Announcer(self._peer, self._peer_config["bind_host"], self._port + 1)
@@ -315,9 +318,12 @@ class _Index:
 
     HOLD_WAIT = 0.002  # seconds ensure() waits for a fetch in flight before saying "not yet"
 
-    def __init__(self, peer: RzmqConnector, producers: list[tuple[str, int]], timeout: float):
+    def __init__(self, peer: RzmqConnector, producers: list[tuple[str, int]], timeout: float,
+                 announce_wait: float = 1.0):
         self.peer = peer
         self.timeout = timeout
+        self.announce_wait = announce_wait
+        self._unknown: dict[str, float] = {}  # mm_hash -> when first asked for, not yet announced
         self.known: dict[str, tuple[str, int]] = {}
         self._sub = peer.ctx.socket(zmq.SUB)
         for opt, val in ((zmq.LINGER, 0), (zmq.RCVHWM, 0), (zmq.RECONNECT_IVL, 100)):
@@ -369,9 +375,21 @@ class _Index:
         return mm_hash in self._here or os.path.exists(self.peer.host_cache._path(mm_hash))
 
     def ensure(self, mm_hash: str, req_id: str) -> bool:
-        """True when `mm_hash` needs nothing more (local, or not announced: vLLM encodes it)."""
-        if self.local(mm_hash) or not self.knows(mm_hash):
+        """True when `mm_hash` needs nothing more: on this host, or not announced within
+        `announce_wait` of first being asked for (then vLLM encodes it here)."""
+        if self.local(mm_hash):
             return True
+        if not self.knows(mm_hash):
+            # The proxy sends a request here once the encoder has answered, and the encoder
+            # announced before answering; but the announcement travels on its own connection
+            # and may land a little after the request (seen: 107 ms on two busy cores). Hold
+            # the request that long before computing the picture here.
+            first = self._unknown.setdefault(mm_hash, time.monotonic())
+            if time.monotonic() - first < self.announce_wait:
+                return False
+            self._unknown.pop(mm_hash, None)
+            return True
+        self._unknown.pop(mm_hash, None)
         fut = self._fetching.get(mm_hash)
         if fut is None:
             fut = self._fetching[mm_hash] = self._pool.submit(self._fetch, mm_hash)

@@ -113,6 +113,11 @@ def test_ec_embedding_announced_fetched_once_and_loaded_without_copy(tmp_path):
         # a request whose picture is already computed (prefix) needs nothing
         assert sched.ensure_cache_available(NS(request_id="r3", mm_features=[feature("zz", 0, 4)],
                                                ec_transfer_params=None), 8)
+        # a picture nobody announced: held for announce_wait, then encoded here
+        req4 = NS(request_id="r4", mm_features=[feature("nobody")], ec_transfer_params=None)
+        assert not sched.ensure_cache_available(req4, 0)
+        assert wait_until(lambda: sched.ensure_cache_available(req4, 0), timeout=5.0)
+        assert not sched.has_cache_item("nobody")
     finally:
         for c in (work, sched, prod):
             c.shutdown()
