@@ -121,7 +121,7 @@ def links(out: str, config: str) -> dict:
     return {"connections": transports, "bytes_received": rx, "zero_copy_reads": zero_copy}
 
 
-def figures(rec: dict, base: dict | None) -> dict:
+def figures(rec: dict) -> dict:
     """Per configuration, over its normal requests (up to `phase_end`, before any kill)."""
     res = [r for r in rec["results"] if r.get("t_first")]
     ttft = sorted(r["t_first"] - r["t_start"] for r in res)
@@ -215,7 +215,7 @@ def main(argv: list[str]) -> int:
         if name == "base":
             errs = [r["name"] for r in rec["results"] if r["answer"].get("error")]
             ok &= not errs
-            report[name] = {"figures": figures(rec, None)}
+            report[name] = {"figures": figures(rec)}
             print(f"[vllm] base: {len(rec['results'])} requests, errors: {errs or 'none'}")
             continue
         if name == "kill":
@@ -246,7 +246,7 @@ def main(argv: list[str]) -> int:
         same = [same_answer(r["answer"], b["answer"], dtype) for r, b in zip(rec["results"], base["results"])] if base else []
         p = proof(rec)
         bad = check_rzmq(p, ec=name not in KV_ONLY)
-        f = figures(rec, base)
+        f = figures(rec)
         ln = links(out, name)
         f["zero_copy_reads"] = ln["zero_copy_reads"]
         if name in RZMQ:
