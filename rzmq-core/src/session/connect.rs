@@ -150,9 +150,6 @@ impl Session {
     /// Schedules the next attempt after the back-off (or ends the session: reconnect off,
     /// socket closed with nothing queued).
     pub(super) fn retry_later(&mut self, r: &mut impl Io, token: u64) -> Fate {
-        if self.socket_closed && self.pipe.as_ref().is_none_or(|p| !p.from_socket.has_msg()) {
-            return Fate::Remove;
-        }
         let o = &self.setup.options;
         let Some(ci) = self.connect.as_mut() else {
             return Fate::Remove;
@@ -171,13 +168,19 @@ impl Session {
             next = ivl;
         }
         ci.ivl = next;
-        let at = Instant::now() + ivl;
-        self.timers.set(Timer::Reconnect, at);
+        // Reported even when the socket is closing: libzmq's connecter arms its reconnect
+        // timer (and reports it) before the termination reaches it, and its test_monitor
+        // expects DISCONNECTED to be followed by CONNECT_RETRIED.
         self.setup.monitor.event(
             monitor::EVENT_CONNECT_RETRIED,
             ivl.as_millis() as u32,
             &self.monitor_endpoint,
         );
+        if self.socket_closed && self.pipe.as_ref().is_none_or(|p| !p.from_socket.has_msg()) {
+            return Fate::Remove;
+        }
+        let at = Instant::now() + ivl;
+        self.timers.set(Timer::Reconnect, at);
         r.schedule(at, token);
         Fate::Keep
     }

@@ -85,14 +85,9 @@ impl Session {
         if let Some(mut e) = self.engine.take() {
             self.uncount(r);
             let _ = r.registry().deregister(e.stream.source());
+            // No DISCONNECTED here: libzmq reports it only when the connection fails, never
+            // when the socket that owns it closes (its test_monitor relies on that).
             end_alt(r, &mut e, &Closed::Local);
-            if self.phase == Phase::Up || self.connect.is_none() {
-                self.setup.monitor.event(
-                    monitor::EVENT_DISCONNECTED,
-                    e.fd() as u32,
-                    &self.monitor_endpoint,
-                );
-            }
         }
         if let Some(ci) = self.connect.as_mut() {
             if let Some(mut s) = ci.pending.take() {
