@@ -9,8 +9,15 @@ cd "$(dirname "$0")/.."
 secs="${FUZZ_SECONDS:-10}"
 
 # What cannot be installed (no network, no rustup) is reported and the run skipped, loudly: a
-# machine without the tool says nothing about the code. A crash always fails.
-skip() { echo "fuzz-smoke: SKIPPED: $1" >&2; exit 0; }
+# machine without the tool says nothing about the code, so under CI=true it fails. A crash always fails.
+skip() {
+  if [ "${CI:-}" = "true" ]; then
+    echo "fuzz-smoke: FAILED: $1 (CI=true: a check that cannot run is a failure)" >&2
+    exit 1
+  fi
+  echo "fuzz-smoke: SKIPPED: $1" >&2
+  exit 0
+}
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
   rustup toolchain install nightly --profile minimal || skip "could not install nightly"
 fi

@@ -9,8 +9,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # What cannot be installed (no network, no rustup) is reported and the run skipped, loudly: a
-# machine without the tool says nothing about the code. A failing test always fails.
-skip() { echo "miri: SKIPPED: $1" >&2; exit 0; }
+# machine without the tool says nothing about the code, so under CI=true it fails. A failing test always fails.
+skip() {
+  if [ "${CI:-}" = "true" ]; then
+    echo "miri: FAILED: $1 (CI=true: a check that cannot run is a failure)" >&2
+    exit 1
+  fi
+  echo "miri: SKIPPED: $1" >&2
+  exit 0
+}
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
   rustup toolchain install nightly --profile minimal --component miri,rust-src ||
     skip "could not install the nightly toolchain with miri"

@@ -48,10 +48,3 @@ pub use socket::*;
 pub use sockopt::*;
 pub use timers::*;
 pub use utils::*;
-
-/// Version reported by `zmq_version` and the `ZMQ_VERSION_*` macros of `include/zmq.h`.
-pub const ZMQ_VERSION_MAJOR: i32 = 4;
-/// Minor version (see [`ZMQ_VERSION_MAJOR`]).
-pub const ZMQ_VERSION_MINOR: i32 = 3;
-/// Patch version (see [`ZMQ_VERSION_MAJOR`]).
-pub const ZMQ_VERSION_PATCH: i32 = 5;

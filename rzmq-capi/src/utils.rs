@@ -8,7 +8,13 @@ use std::time::{Duration, Instant};
 use rzmq_core::z85;
 
 use crate::errno::set_errno;
-use crate::{ZMQ_VERSION_MAJOR, ZMQ_VERSION_MINOR, ZMQ_VERSION_PATCH};
+
+/// Version reported by `zmq_version` and the `ZMQ_VERSION_*` macros of `include/zmq.h`.
+pub const ZMQ_VERSION_MAJOR: i32 = 4;
+/// Minor version (see [`ZMQ_VERSION_MAJOR`]).
+pub const ZMQ_VERSION_MINOR: i32 = 3;
+/// Patch version (see [`ZMQ_VERSION_MAJOR`]).
+pub const ZMQ_VERSION_PATCH: i32 = 5;
 
 /// Reports the library version (4.3.5); NULL pointers are skipped.
 ///

@@ -6,6 +6,8 @@
 //! can never stand in; each program also checks that `zmq_version` says 4.3.5. Set `CC` to pick
 //! the compiler; without any C compiler the test is skipped with a message.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -93,8 +95,8 @@ fn run_with_timeout(mut cmd: Command, limit: Duration) -> (bool, String) {
 #[test]
 fn c_smoke_tests() {
     let Some(cc) = compiler() else {
-        eprintln!(
-            "SKIPPED: no C compiler found (set CC); the C smoke tests in tests/c did not run"
+        common::missing_tool(
+            "no C compiler found (set CC); the C smoke tests in tests/c did not run",
         );
         return;
     };

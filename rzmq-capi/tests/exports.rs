@@ -2,6 +2,8 @@
 //! (what a default, non-DRAFT 4.3.5 build exports) and, when present, the `zmq_*` symbols of the
 //! system's `libzmq.so.5` (Debian ships 4.3.4, whose list is the same). A missing symbol fails.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -120,7 +122,7 @@ fn exported(lib: &Path) -> Option<BTreeSet<String>> {
 fn exports_match_libzmq() {
     let ours_path = cdylib();
     let Some(ours) = exported(&ours_path) else {
-        eprintln!("SKIPPED: `nm` is not available; exported symbols not checked");
+        common::missing_tool("`nm` is not available; exported symbols not checked");
         return;
     };
     let missing: Vec<&str> = LIBZMQ_435_EXPORTS
@@ -159,8 +161,8 @@ fn exports_match_libzmq() {
                 theirs.len()
             );
         }
-        None => eprintln!(
-            "note: no system libzmq.so.5 to compare with; checked against the built-in 4.3.5 list"
+        None => common::missing_tool(
+            "no system libzmq.so.5 to compare with; checked against the built-in 4.3.5 list only",
         ),
     }
 }
@@ -168,7 +170,7 @@ fn exports_match_libzmq() {
 #[test]
 fn soname_is_libzmq_so_5() {
     let Ok(out) = Command::new("readelf").arg("-d").arg(cdylib()).output() else {
-        eprintln!("SKIPPED: `readelf` is not available");
+        common::missing_tool("`readelf` is not available");
         return;
     };
     let text = String::from_utf8_lossy(&out.stdout);
