@@ -99,12 +99,6 @@ impl Default for DataPathConfig {
 }
 
 impl DataPathConfig {
-    /// Defaults with `RZMQ_RDMA_RNDV_THRESHOLD`, `RZMQ_RDMA_MR_CACHE` and `RZMQ_RDMA_MW`
-    /// applied ([`crate::RdmaOptions::from_env`]).
-    pub fn from_env() -> DataPathConfig {
-        DataPathConfig::from_options(&crate::RdmaOptions::from_env().unwrap_or_default())
-    }
-
     /// Defaults with the options' rendezvous threshold, registration cache and memory windows.
     pub fn from_options(o: &crate::RdmaOptions) -> DataPathConfig {
         DataPathConfig {

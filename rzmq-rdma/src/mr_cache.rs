@@ -166,12 +166,6 @@ impl MrCache {
         }
     }
 
-    /// `RZMQ_RDMA_MR_CACHE` ([`crate::RdmaOptions::from_env`]): `Some(false)` off,
-    /// `Some(true)` on, `None` when unset (the data path then decides per provider).
-    pub fn enabled_from_env() -> Option<bool> {
-        crate::RdmaOptions::from_env().map_or(None, |o| o.mr_cache)
-    }
-
     /// A registration covering exactly `addr..addr+len` with at least `access`.
     ///
     /// # Safety

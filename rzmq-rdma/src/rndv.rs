@@ -26,12 +26,6 @@ use crate::region::Region;
 /// Default threshold above which frames travel by rendezvous (`RZMQ_RDMA_RNDV_THRESHOLD`).
 pub const DEFAULT_THRESHOLD: usize = crate::settings::DEFAULT_RNDV_THRESHOLD;
 
-/// The threshold from `RZMQ_RDMA_RNDV_THRESHOLD` (bytes; [`crate::RdmaOptions::from_env`]),
-/// else [`DEFAULT_THRESHOLD`].
-pub fn threshold_from_env() -> usize {
-    crate::RdmaOptions::from_env().map_or(DEFAULT_THRESHOLD, |o| o.rndv_threshold)
-}
-
 /// Bytes of an encoded descriptor.
 pub const DESC_LEN: usize = 32;
 
