@@ -51,7 +51,7 @@ impl RdmaUpgrader {
     /// From typed options; a provider that cannot be used is not an error (see
     /// [`RdmaUpgrader::from_env`]).
     pub fn from_options(o: &RdmaOptions) -> RdmaUpgrader {
-        let provider = match provider::from_options(o) {
+        let provider = match provider::open::from_options(o) {
             Ok(Some(p)) => Ok(p),
             Ok(None) => Err(
                 "no RDMA device (RZMQ_RDMA_PROVIDER=soft selects the software provider)"
