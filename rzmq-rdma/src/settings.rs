@@ -206,6 +206,11 @@ pub struct RdmaOptions {
     pub soft_advertise: Option<WireAddr>,
     /// Direct reads between processes of one host (`RZMQ_SOFT_CMA`, on).
     pub soft_cma: bool,
+    /// Soft devices the upgrader opens accept fault injection
+    /// ([`SoftConfig::faults`](crate::provider::soft::SoftConfig::faults); off). For tests of the
+    /// layers above, which cut wires with [`crate::provider::soft::cut_wires_at`]; no variable
+    /// sets it.
+    pub soft_faults: bool,
     /// A provider setting from the environment was invalid (reported once): no provider is
     /// usable, so connections stay on TCP (or are refused under `require`), as a provider that
     /// fails to open. `None` for options a program builds.
@@ -228,6 +233,7 @@ impl Default for RdmaOptions {
             soft_listen: None,
             soft_advertise: None,
             soft_cma: true,
+            soft_faults: false,
             provider_error: None,
         }
     }
