@@ -33,6 +33,8 @@ pub struct RdmaUpgrader {
     mode: Mode,
     provider: Result<Box<dyn Provider>, String>,
     soft_per_address: bool,
+    /// [`RdmaOptions::soft_faults`]: the per-address soft devices are opened for fault tests.
+    soft_faults: bool,
     devices: Mutex<HashMap<Option<IpAddr>, Arc<dyn Device>>>,
     cfg: DataPathConfig,
     log: bool,
@@ -63,6 +65,7 @@ impl RdmaUpgrader {
             mode: o.mode,
             provider,
             soft_per_address: o.soft_listen.is_none(),
+            soft_faults: o.soft_faults,
             devices: Mutex::new(HashMap::new()),
             cfg: DataPathConfig::from_options(o),
             log: o.log,
@@ -92,6 +95,7 @@ impl RdmaUpgrader {
             Some(ip) => {
                 let cfg = SoftConfig {
                     listen: WireAddr::Tcp(SocketAddr::new(ip, 0)),
+                    faults: self.soft_faults,
                     ..SoftConfig::default()
                 };
                 SoftProvider::new(cfg).open(None)
