@@ -338,7 +338,8 @@ fn is_provider_setting(name: &str) -> bool {
 
 /// `RZMQ_RDMA_EXPECT_DEVICE` (tests: an RDMA device must be present; a bad value is
 /// reported and counts as off).
-pub fn expect_device() -> bool {
+#[cfg(all(test, feature = "ibverbs"))] // Only the ibverbs provider's unit test asks.
+pub(crate) fn expect_device() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| {
         let v = env::read_or_default(env::entry(TABLE, "RZMQ_RDMA_EXPECT_DEVICE"));

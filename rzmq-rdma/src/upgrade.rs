@@ -29,7 +29,7 @@ use crate::settings::RdmaOptions;
 const VERSION: &str = "1";
 
 /// The process's RDMA upgrader (see the module documentation).
-pub struct RdmaUpgrader {
+pub(crate) struct RdmaUpgrader {
     mode: Mode,
     provider: Result<Box<dyn Provider>, String>,
     soft_per_address: bool,
@@ -45,14 +45,14 @@ impl RdmaUpgrader {
     /// From the environment ([`RdmaOptions::from_env`]). A bad `RZMQ_RDMA` value is an error; a
     /// provider that cannot be used is not (connections then stay on TCP, or are refused under
     /// `require`, with the reason).
-    pub fn from_env() -> Result<RdmaUpgrader, AltError> {
+    pub(crate) fn from_env() -> Result<RdmaUpgrader, AltError> {
         let o = RdmaOptions::from_env().map_err(|e| AltError(e.to_string()))?;
         Ok(RdmaUpgrader::from_options(&o))
     }
 
     /// From typed options; a provider that cannot be used is not an error (see
     /// [`RdmaUpgrader::from_env`]).
-    pub fn from_options(o: &RdmaOptions) -> RdmaUpgrader {
+    pub(crate) fn from_options(o: &RdmaOptions) -> RdmaUpgrader {
         let provider = match provider::open::from_options(o) {
             Ok(Some(p)) => Ok(p),
             Ok(None) => Err(

@@ -19,9 +19,8 @@ pub struct SoftConfig {
     /// (`RZMQ_SOFT_CMA`, default on; `0` streams every READ over the wire).
     pub cma: bool,
     /// Open the device for fault tests: only such devices accept [`inject`](super::inject) and
-    /// [`kill`](super::kill) and are cut by [`cut_all_wires`](super::cut_all_wires) and
-    /// [`cut_wires_at`](super::cut_wires_at) (off by default: a production device keeps no
-    /// entry in the process-wide list those two walk).
+    /// [`kill`](super::kill) and are cut by [`cut_wires_at`](super::cut_wires_at) (off by
+    /// default: a production device keeps no entry in the process-wide list that one walks).
     pub faults: bool,
 }
 

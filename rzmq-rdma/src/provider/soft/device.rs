@@ -23,18 +23,18 @@ use crate::provider::*;
 
 /// The soft provider: one always-present device per open.
 #[derive(Debug, Clone, Default)]
-pub struct SoftProvider {
+pub(crate) struct SoftProvider {
     pub(super) cfg: SoftConfig,
 }
 
 impl SoftProvider {
     /// A provider whose devices use `cfg`.
-    pub fn new(cfg: SoftConfig) -> SoftProvider {
+    pub(crate) fn new(cfg: SoftConfig) -> SoftProvider {
         SoftProvider { cfg }
     }
 
     /// Opens a device with this provider's configuration, returning the concrete type.
-    pub fn open_soft(&self) -> Result<Arc<SoftDevice>> {
+    pub(crate) fn open_soft(&self) -> Result<Arc<SoftDevice>> {
         SoftDevice::open(self.cfg.clone())
     }
 }
@@ -152,11 +152,6 @@ impl SoftDevice {
         }))
     }
 
-    /// The address peers connect to.
-    pub fn wire_addr(&self) -> WireAddr {
-        self.h.shared.addr.clone()
-    }
-
     /// Bytes this device's READs copied straight from the responder's process
     /// ([`SoftConfig::cma`]) rather than received over the wire.
     pub fn pulled_bytes(&self) -> u64 {
@@ -237,7 +232,7 @@ impl Device for SoftDevice {
 }
 
 /// The devices opened for fault tests ([`SoftConfig::faults`]), for the wire cutters
-/// ([`cut_all_wires`](super::cut_all_wires)). Production devices never enter it: opening one
+/// ([`cut_wires_at`](super::cut_wires_at)). Production devices never enter it: opening one
 /// costs nothing here and leaves nothing behind.
 static FAULT_TARGETS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
 

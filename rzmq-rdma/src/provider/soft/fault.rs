@@ -1,6 +1,6 @@
 //! Fault injection for tests: cut, stall or corrupt a QP's wire, kill a device, cut every wire
-//! of the process. Only devices opened for it ([`SoftConfig::faults`](super::SoftConfig::faults))
-//! are reachable; the others refuse.
+//! of the devices at one address. Only devices opened for it (`SoftConfig::faults`) are
+//! reachable; the others refuse.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -75,14 +75,10 @@ pub fn kill(dev: &dyn Device) -> Result<()> {
 }
 
 /// Cuts the wire of every connected QP of every soft device in this process opened with
-/// [`SoftConfig::faults`](super::SoftConfig::faults), as if each cable were pulled ([`Fault::CutWire`] on each); returns how many were cut. For tests of the layers
-/// above, which do not hold the QPs themselves.
-pub fn cut_all_wires() -> usize {
-    cut_wires_where(|_| true)
-}
-
-/// [`cut_all_wires`] for the devices whose wire address has IP `ip` only (the upgrader opens a
-/// device per local address, so this cuts the connections made from one address).
+/// [`SoftConfig::faults`](super::SoftConfig::faults) whose wire address has IP `ip`, as if each
+/// cable were pulled ([`Fault::CutWire`] on each); returns how many were cut. For tests of the
+/// layers above, which do not hold the QPs themselves (the upgrader opens a device per local
+/// address, so this cuts the connections made from one address).
 pub fn cut_wires_at(ip: std::net::IpAddr) -> usize {
     cut_wires_where(|a| matches!(a, WireAddr::Tcp(s) if s.ip() == ip))
 }

@@ -56,7 +56,9 @@
 //!
 //! Fault injection ([`inject`], [`kill`]): cut a QP's wire, stall it for a while, corrupt the
 //! next packet header (dropped by the responder, recovered by retransmission), or kill a whole
-//! device as a crashed host would die (no more packets, no completions).
+//! device as a crashed host would die (no more packets, no completions); [`cut_wires_at`] cuts
+//! every wire of the devices at one address. Only devices opened with [`SoftConfig::faults`]
+//! are reachable (production devices refuse and are listed nowhere).
 //!
 //! This module owns the soft NIC; it knows nothing about rings, rendezvous or ZMTP.
 //!
@@ -94,10 +96,10 @@ mod wire;
 mod wr;
 
 pub use config::{SoftConfig, WireAddr};
-pub use device::{SoftDevice, SoftProvider};
+pub use device::SoftDevice;
+pub(crate) use device::SoftProvider;
 pub use endpoint::endpoint_from_gid;
-pub use fault::{cut_all_wires, cut_wires_at, inject, kill, Fault};
-pub use qp::SoftQp;
+pub use fault::{cut_wires_at, inject, kill, Fault};
 
 // The verbs rules the loopback provider shares instead of repeating them.
 /// The wire's packet header and its decoder, and the endpoint descriptor's soft part, for the

@@ -65,7 +65,7 @@ pub(crate) fn recv_admission(state: QpState) -> Admission {
 }
 
 /// A soft RC QP.
-pub struct SoftQp {
+pub(super) struct SoftQp {
     pub(super) h: Arc<DevHandle>,
     pub(super) qp: Arc<QpShared>,
     pub(super) _cqs: (Arc<dyn Cq>, Arc<dyn Cq>),
