@@ -680,7 +680,7 @@ impl DataPath {
     }
 
     /// Why the data path failed, once it has.
-    pub fn failure(&self) -> Option<&str> {
+    pub(crate) fn failure(&self) -> Option<&str> {
         self.failure.as_deref()
     }
 
@@ -698,7 +698,7 @@ impl DataPath {
 
     /// Grows whenever [`DataPath::process`] handles a completion or takes a record (compare
     /// before and after to know whether it found work).
-    pub fn progress(&self) -> u64 {
+    pub(crate) fn progress(&self) -> u64 {
         self.progress
     }
 
