@@ -15,18 +15,18 @@ use std::sync::Mutex;
 use rzmq_core::error::{strerror, Error};
 
 /// The errno a panic inside the library is reported with (an internal error).
-pub const EPANIC: c_int = libc::ENOTRECOVERABLE;
+pub(crate) const EPANIC: c_int = libc::ENOTRECOVERABLE;
 
 /// Sets the calling thread's `errno`.
 #[inline]
-pub fn set_errno(e: c_int) {
+pub(crate) fn set_errno(e: c_int) {
     // SAFETY: __errno_location returns the calling thread's errno slot, always valid.
     unsafe { *libc::__errno_location() = e };
 }
 
 /// Reads the calling thread's `errno`.
 #[inline]
-pub fn get_errno() -> c_int {
+pub(crate) fn get_errno() -> c_int {
     // SAFETY: as in set_errno.
     unsafe { *libc::__errno_location() }
 }

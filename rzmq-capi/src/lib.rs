@@ -4,17 +4,17 @@
 //! signatures, return values and `errno` values; `include/zmq.h` declares them for C callers.
 //! One file per face of the API:
 //!
-//! - [`errno`], `zmq_errno`, `zmq_strerror` and the helpers that turn `Result`s into `-1` + errno;
-//! - [`ctx`], contexts (`zmq_ctx_*`, `zmq_init`, `zmq_term`);
-//! - [`socket`], socket handles, bind/connect, send/recv (`zmq_send`, `zmq_recv`, iov variants);
-//! - [`sockopt`], `zmq_setsockopt`/`zmq_getsockopt` with libzmq's buffer rules;
-//! - [`msg`], `zmq_msg_t` (an rzmq [`Msg`](rzmq_core::Msg) kept in place plus a liveness tag);
-//! - [`poll`], `zmq_poll` over sockets and raw file descriptors;
-//! - [`proxy`], `zmq_proxy`, `zmq_proxy_steerable`, `zmq_device`;
-//! - [`monitor`], `zmq_socket_monitor`;
-//! - [`utils`], version, capabilities, Z85, CURVE key helpers, atomic counters, stopwatch,
+//! - `errno`: `zmq_errno`, `zmq_strerror` and the helpers that turn `Result`s into `-1` + errno;
+//! - `ctx`: contexts (`zmq_ctx_*`, `zmq_init`, `zmq_term`);
+//! - `socket`: socket handles, bind/connect, send/recv (`zmq_send`, `zmq_recv`, iov variants);
+//! - `sockopt`: `zmq_setsockopt`/`zmq_getsockopt` with libzmq's buffer rules;
+//! - `msg`: `zmq_msg_t` (an rzmq [`Msg`](rzmq_core::Msg) kept in place plus a liveness tag);
+//! - `poll`: `zmq_poll` over sockets and raw file descriptors;
+//! - `proxy`: `zmq_proxy`, `zmq_proxy_steerable`, `zmq_device`;
+//! - `monitor`: `zmq_socket_monitor`;
+//! - `utils`: version, capabilities, Z85, CURVE key helpers, atomic counters, stopwatch,
 //!   sleep and threads;
-//! - [`timers`], `zmq_timers_*`.
+//! - `timers`: `zmq_timers_*`.
 //!
 //! # Safety contract shared by every function
 //!
@@ -26,17 +26,17 @@
 
 #![allow(non_camel_case_types)]
 
-pub mod ctx;
-pub mod errno;
+mod ctx;
+mod errno;
 mod handle;
-pub mod monitor;
-pub mod msg;
-pub mod poll;
-pub mod proxy;
-pub mod socket;
-pub mod sockopt;
-pub mod timers;
-pub mod utils;
+mod monitor;
+mod msg;
+mod poll;
+mod proxy;
+mod socket;
+mod sockopt;
+mod timers;
+mod utils;
 
 pub use ctx::*;
 pub use errno::{zmq_errno, zmq_strerror};

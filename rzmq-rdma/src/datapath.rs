@@ -27,7 +27,7 @@ use std::time::Duration;
 use rzmq_core::msg::{Msg, MSG_COMMAND, MSG_MORE};
 
 use crate::fd::EventFd;
-use crate::mr_cache::{CacheStats, CachedMr, MrCache};
+use crate::mr_cache::{CachedMr, MrCache};
 use crate::provider::{
     self, Access, Cq, Device, Endpoint, InitAttr, ModifyQp, Mr, Mw, Pd, PostError, Qp, QpCaps,
     QpInit, RecvWr, RemoteAddr, RtrAttr, RtsAttr, SendFlags, SendOp, SendWr, Sge, WcOpcode,
@@ -35,7 +35,12 @@ use crate::provider::{
 };
 use crate::region::Region;
 use crate::ring::{Kind, Op, Ring, RingConfig, RingError, RingStats, MAILBOX_LEN};
-use crate::rndv::{Descriptor, Inbox, Pool, PoolBuf, RndvError, RndvSender, DESC_LEN};
+use crate::rndv::{Descriptor, Inbox, Pool, PoolBuf, RndvSender, DESC_LEN};
+
+/// The registration cache's counters ([`Stats::mr_cache`]).
+pub use crate::mr_cache::CacheStats;
+/// What went wrong in a rendezvous ([`DataPathError::Rndv`]).
+pub use crate::rndv::RndvError;
 
 /// Tunables of a data path.
 #[derive(Debug, Clone)]
@@ -66,7 +71,7 @@ pub struct DataPathConfig {
     /// Bytes of idle registrations kept by the cache.
     pub mr_cache_bytes: usize,
     /// Cache registrations (`RZMQ_RDMA_MR_CACHE`; `None`: on for the soft and loopback
-    /// providers, off for ibverbs, see [`crate::mr_cache`]'s hazard note).
+    /// providers, off for ibverbs, see `mr_cache`'s hazard note).
     pub mr_cache: Option<bool>,
     /// Expose rendezvous frames through memory windows when the device has them
     /// (`RZMQ_RDMA_MW`, default on); off: one registration per frame.
@@ -99,12 +104,6 @@ impl Default for DataPathConfig {
 }
 
 impl DataPathConfig {
-    /// Defaults with `RZMQ_RDMA_RNDV_THRESHOLD`, `RZMQ_RDMA_MR_CACHE` and `RZMQ_RDMA_MW`
-    /// applied ([`crate::RdmaOptions::from_env`]).
-    pub fn from_env() -> DataPathConfig {
-        DataPathConfig::from_options(&crate::RdmaOptions::from_env().unwrap_or_default())
-    }
-
     /// Defaults with the options' rendezvous threshold, registration cache and memory windows.
     pub fn from_options(o: &crate::RdmaOptions) -> DataPathConfig {
         DataPathConfig {
@@ -681,7 +680,7 @@ impl DataPath {
     }
 
     /// Why the data path failed, once it has.
-    pub fn failure(&self) -> Option<&str> {
+    pub(crate) fn failure(&self) -> Option<&str> {
         self.failure.as_deref()
     }
 
@@ -699,7 +698,7 @@ impl DataPath {
 
     /// Grows whenever [`DataPath::process`] handles a completion or takes a record (compare
     /// before and after to know whether it found work).
-    pub fn progress(&self) -> u64 {
+    pub(crate) fn progress(&self) -> u64 {
         self.progress
     }
 
@@ -720,7 +719,7 @@ impl DataPath {
             let pool = &self.pool;
             return match self
                 .inbox
-                .pop(|d, flags, buf| pool.into_msg(buf, d.len as usize, flags))
+                .pop(|d, flags, buf| pool.msg_of(buf, d.len as usize, flags))
             {
                 Some(m) => Ok(Some(m)),
                 None => Err(DataPathError::Failed),
@@ -735,7 +734,7 @@ impl DataPath {
         let pool = &self.pool;
         let m = self
             .inbox
-            .pop(|d, flags, buf| pool.into_msg(buf, d.len as usize, flags));
+            .pop(|d, flags, buf| pool.msg_of(buf, d.len as usize, flags));
         if let Some(m) = &m {
             self.stats.msgs_rx += 1;
             self.stats.bytes_rx += m.len() as u64;

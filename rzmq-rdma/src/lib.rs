@@ -5,8 +5,9 @@
 //!   for CI and laptops), `provider::ibverbs` (libibverbs via rdma-mummy-sys, feature
 //!   `ibverbs`, on by default) and [`provider::loopback`] (QPs of one process, a wire that
 //!   costs nothing: the engine's own cost, `examples/engine_cost.rs`);
-//! - [`region`]: NIC-written memory; [`mr_cache`]: registration cache;
-//! - [`ring`]: the credit ring, sans-IO; [`rndv`]: rendezvous for large frames, sans-IO;
+//! - [`region`]: NIC-written memory; `mr_cache`: registration cache (crate-private);
+//! - [`ring`]: the credit ring, sans-IO; `rndv`: rendezvous for large frames, sans-IO
+//!   (crate-private; its error and the cache's counters are re-exported by [`datapath`]);
 //! - [`datapath`]: drives ring and rendezvous over one QP;
 //! - [`upgrade`]: the upgrader rzmq-core's engine calls after the ZMTP handshake to move a tcp
 //!   connection's messages onto a [`datapath::DataPath`] ([`install`] puts it in place).
@@ -15,11 +16,11 @@
 
 pub mod datapath;
 mod fd;
-pub mod mr_cache;
+pub(crate) mod mr_cache;
 pub mod provider;
 pub mod region;
 pub mod ring;
-pub mod rndv;
+pub(crate) mod rndv;
 pub mod settings;
 /// Not part of the API: entry points for fuzz targets and tests; may change without notice.
 #[doc(hidden)]

@@ -3,8 +3,9 @@
 //!
 //! Entries are keyed by `(addr, len)`; a lookup with access rights the cached registration lacks
 //! registers again (and replaces the entry once unused). Entries in use are never evicted;
-//! unused ones are kept in LRU order, bounded by count and bytes. [`MrCache::invalidate`] drops
-//! entries overlapping a range, for callers that learn a range was unmapped.
+//! unused ones are kept in LRU order, bounded by count and bytes. `MrCache::invalidate` drops
+//! entries overlapping a range, for callers that learn a range was unmapped (none does yet: it
+//! is compiled for the unit tests only).
 //!
 //! Hazard on real hardware: a registration pins the pages it saw. If the application frees a
 //! cached buffer and a later allocation reuses the same virtual range, the cached MR still maps
@@ -23,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::provider::{Access, Mr, Pd, Result};
 
 /// Something that registers memory (a PD, or a test double).
-pub trait Registrar: Send + Sync {
+pub(crate) trait Registrar: Send + Sync {
     /// Registers `len` bytes at `addr`.
     ///
     /// # Safety
@@ -81,14 +82,14 @@ impl Shared {
 }
 
 /// The cache.
-pub struct MrCache {
+pub(crate) struct MrCache {
     reg: Box<dyn Registrar>,
     shared: Arc<Shared>,
     enabled: bool,
 }
 
 /// A registration lent by the cache; returned to its LRU when dropped.
-pub struct CachedMr {
+pub(crate) struct CachedMr {
     mr: Arc<dyn Mr>,
     key: (usize, usize),
     shared: Option<Arc<Shared>>,
@@ -96,7 +97,7 @@ pub struct CachedMr {
 
 impl CachedMr {
     /// The registration.
-    pub fn mr(&self) -> &Arc<dyn Mr> {
+    pub(crate) fn mr(&self) -> &Arc<dyn Mr> {
         &self.mr
     }
 }
@@ -144,7 +145,7 @@ fn evict(g: &mut Inner, max_entries: usize, max_bytes: usize) {
 impl MrCache {
     /// A cache over `reg` holding at most `max_entries` registrations and `max_bytes` bytes of
     /// unused ones; `enabled = false` registers on every lookup and deregisters on release.
-    pub fn new(
+    pub(crate) fn new(
         reg: Box<dyn Registrar>,
         max_entries: usize,
         max_bytes: usize,
@@ -166,18 +167,12 @@ impl MrCache {
         }
     }
 
-    /// `RZMQ_RDMA_MR_CACHE` ([`crate::RdmaOptions::from_env`]): `Some(false)` off,
-    /// `Some(true)` on, `None` when unset (the data path then decides per provider).
-    pub fn enabled_from_env() -> Option<bool> {
-        crate::RdmaOptions::from_env().map_or(None, |o| o.mr_cache)
-    }
-
     /// A registration covering exactly `addr..addr+len` with at least `access`.
     ///
     /// # Safety
     /// The range must stay valid while the returned handle lives, and (cache enabled) until it
     /// is invalidated or evicted, or be covered by the hazard rules in the module docs.
-    pub unsafe fn get(&self, addr: *mut u8, len: usize, access: Access) -> Result<CachedMr> {
+    pub(crate) unsafe fn get(&self, addr: *mut u8, len: usize, access: Access) -> Result<CachedMr> {
         let key = (addr as usize, len);
         if !self.enabled {
             self.shared.lock().stats.misses += 1;
@@ -248,7 +243,8 @@ impl MrCache {
 
     /// Drops every entry overlapping `addr..addr+len` (entries in use are deregistered when
     /// their last handle goes).
-    pub fn invalidate(&self, addr: usize, len: usize) {
+    #[cfg(test)] // Only the unit tests call it; the data path never does.
+    pub(crate) fn invalidate(&self, addr: usize, len: usize) {
         let mut g = self.shared.lock();
         let g = &mut *g;
         let end = addr.saturating_add(len);
@@ -271,7 +267,7 @@ impl MrCache {
     }
 
     /// Counters.
-    pub fn stats(&self) -> CacheStats {
+    pub(crate) fn stats(&self) -> CacheStats {
         let mut s = self.shared.lock().stats;
         s.entries = self.shared.lock().map.len() as u64;
         s

@@ -18,7 +18,7 @@
 //! ring when the completion arrives.
 //!
 //! Credits. The receiver's credits are three monotonic counters ([`Credits`]): ring bytes
-//! consumed, receives posted, rendezvous reads completed (the cumulative FIN of [`crate::rndv`]).
+//! consumed, receives posted, rendezvous reads completed (the cumulative FIN of `rndv`).
 //! They travel as an RDMA WRITE into the peer's mailbox: piggybacked before a data batch's
 //! WRITE_WITH_IMM when there is reverse traffic, otherwise as a standalone inline
 //! WRITE_WITH_IMM tagged [`CREDIT_IMM`]. Standalone updates go out in batches: when a quarter of
@@ -54,7 +54,7 @@ const MAILBOX_MAGIC: u64 = 0x5a4d_5143_5245_4454;
 pub enum Kind {
     /// A frame's bytes, inline.
     Data = 1,
-    /// A rendezvous descriptor ([`crate::rndv::Descriptor`]).
+    /// A rendezvous descriptor (`rndv::Descriptor`).
     Rndv = 2,
     /// Filler up to the end of the ring.
     Pad = 3,

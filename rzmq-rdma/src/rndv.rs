@@ -24,20 +24,14 @@ use crate::provider::{self, Access, Mr};
 use crate::region::Region;
 
 /// Default threshold above which frames travel by rendezvous (`RZMQ_RDMA_RNDV_THRESHOLD`).
-pub const DEFAULT_THRESHOLD: usize = crate::settings::DEFAULT_RNDV_THRESHOLD;
-
-/// The threshold from `RZMQ_RDMA_RNDV_THRESHOLD` (bytes; [`crate::RdmaOptions::from_env`]),
-/// else [`DEFAULT_THRESHOLD`].
-pub fn threshold_from_env() -> usize {
-    crate::RdmaOptions::from_env().map_or(DEFAULT_THRESHOLD, |o| o.rndv_threshold)
-}
+pub(crate) const DEFAULT_THRESHOLD: usize = crate::settings::DEFAULT_RNDV_THRESHOLD;
 
 /// Bytes of an encoded descriptor.
-pub const DESC_LEN: usize = 32;
+pub(crate) const DESC_LEN: usize = 32;
 
 /// Where the receiver READs a frame from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Descriptor {
+pub(crate) struct Descriptor {
     /// Sequence number of the rendezvous (1, 2, ...).
     pub token: u64,
     /// Address in the sender.
@@ -50,7 +44,7 @@ pub struct Descriptor {
 
 impl Descriptor {
     /// Little-endian wire form (token, addr, len, rkey, 4 reserved bytes).
-    pub fn encode(&self) -> [u8; DESC_LEN] {
+    pub(crate) fn encode(&self) -> [u8; DESC_LEN] {
         let mut b = [0u8; DESC_LEN];
         b[0..8].copy_from_slice(&self.token.to_le_bytes());
         b[8..16].copy_from_slice(&self.addr.to_le_bytes());
@@ -60,7 +54,7 @@ impl Descriptor {
     }
 
     /// Parses [`Descriptor::encode`]'s output.
-    pub fn decode(b: &[u8]) -> Result<Descriptor, RndvError> {
+    pub(crate) fn decode(b: &[u8]) -> Result<Descriptor, RndvError> {
         if b.len() != DESC_LEN {
             return Err(RndvError::Protocol("descriptor length"));
         }
@@ -96,7 +90,7 @@ impl fmt::Display for RndvError {
 impl std::error::Error for RndvError {}
 
 /// The sender's side: holds each frame (`T`: the message and its registration) until its FIN.
-pub struct RndvSender<T> {
+pub(crate) struct RndvSender<T> {
     next: u64,
     in_flight: VecDeque<(u64, u64, T)>,
     bytes: u64,
@@ -114,17 +108,17 @@ impl<T> Default for RndvSender<T> {
 
 impl<T> RndvSender<T> {
     /// An idle sender.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// The token the next [`RndvSender::start`] will use.
-    pub fn next_token(&self) -> u64 {
+    pub(crate) fn next_token(&self) -> u64 {
         self.next
     }
 
     /// Holds `hold` under the next token and returns its descriptor.
-    pub fn start(&mut self, hold: T, addr: u64, len: u64, rkey: u32) -> Descriptor {
+    pub(crate) fn start(&mut self, hold: T, addr: u64, len: u64, rkey: u32) -> Descriptor {
         let token = self.next;
         self.next += 1;
         self.in_flight.push_back((token, len, hold));
@@ -139,7 +133,7 @@ impl<T> RndvSender<T> {
 
     /// The receiver has completed `done` rendezvous in total: returns the holds to release, in
     /// order.
-    pub fn on_fin(&mut self, done: u64) -> Result<Vec<T>, RndvError> {
+    pub(crate) fn on_fin(&mut self, done: u64) -> Result<Vec<T>, RndvError> {
         if done >= self.next {
             return Err(RndvError::Protocol("FIN for a token never sent"));
         }
@@ -153,17 +147,18 @@ impl<T> RndvSender<T> {
     }
 
     /// Frames waiting for their FIN.
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.in_flight.len()
     }
 
     /// Bytes of the frames waiting for their FIN.
-    pub fn in_flight_bytes(&self) -> u64 {
+    pub(crate) fn in_flight_bytes(&self) -> u64 {
         self.bytes
     }
 
     /// The connection is gone: every hold, to be released.
-    pub fn abort(&mut self) -> Vec<T> {
+    #[cfg(test)] // Only the unit tests call it; the data path never does.
+    pub(crate) fn abort(&mut self) -> Vec<T> {
         self.bytes = 0;
         self.in_flight.drain(..).map(|(_, _, t)| t).collect()
     }
@@ -180,7 +175,7 @@ enum Slot<M, B> {
 }
 
 /// The receiver's in-order queue of arriving frames.
-pub struct Inbox<M, B> {
+pub(crate) struct Inbox<M, B> {
     q: VecDeque<Slot<M, B>>,
     expect: u64,
     reading: usize,
@@ -192,7 +187,7 @@ pub struct Inbox<M, B> {
 
 impl<M, B> Inbox<M, B> {
     /// An empty inbox allowing `max_reads` READs in flight.
-    pub fn new(max_reads: usize) -> Self {
+    pub(crate) fn new(max_reads: usize) -> Self {
         Inbox {
             q: VecDeque::new(),
             expect: 1,
@@ -205,27 +200,27 @@ impl<M, B> Inbox<M, B> {
     }
 
     /// Bounds the bytes being read at once too (one READ is always allowed, whatever its size).
-    pub fn set_max_read_bytes(&mut self, max: u64) {
+    pub(crate) fn set_max_read_bytes(&mut self, max: u64) {
         self.max_read_bytes = max;
     }
 
     /// Frames held (ready or not).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.q.len()
     }
 
     /// True when nothing is held.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.q.is_empty()
     }
 
     /// An eager frame.
-    pub fn push_ready(&mut self, m: M) {
+    pub(crate) fn push_ready(&mut self, m: M) {
         self.q.push_back(Slot::Ready(m));
     }
 
     /// A rendezvous descriptor (tokens must arrive in order).
-    pub fn push_rndv(&mut self, desc: Descriptor, flags: u8) -> Result<(), RndvError> {
+    pub(crate) fn push_rndv(&mut self, desc: Descriptor, flags: u8) -> Result<(), RndvError> {
         if desc.token != self.expect {
             return Err(RndvError::Protocol("rendezvous token out of order"));
         }
@@ -241,7 +236,7 @@ impl<M, B> Inbox<M, B> {
 
     /// The next READ to post, in token order: allocates its buffer with `alloc` (`None`: no
     /// buffer now, retry later). Returns the descriptor and the buffer to read into.
-    pub fn next_read(
+    pub(crate) fn next_read(
         &mut self,
         mut alloc: impl FnMut(&Descriptor) -> Option<B>,
     ) -> Option<(Descriptor, &B)> {
@@ -265,7 +260,7 @@ impl<M, B> Inbox<M, B> {
     }
 
     /// The READ for `token` completed (READs complete in posting order).
-    pub fn on_read_done(&mut self, token: u64) -> Result<(), RndvError> {
+    pub(crate) fn on_read_done(&mut self, token: u64) -> Result<(), RndvError> {
         let slot = self.q.iter_mut().find(|s| {
             matches!(
                 s,
@@ -289,13 +284,14 @@ impl<M, B> Inbox<M, B> {
     }
 
     /// Rendezvous completed in total (the FIN count).
-    pub fn completed(&self) -> u64 {
+    #[cfg(test)] // Only the unit tests call it; the data path never does.
+    pub(crate) fn completed(&self) -> u64 {
         self.completed
     }
 
     /// The next frame in arrival order if it is ready; a finished rendezvous becomes a message
     /// through `finish(descriptor, flags, buffer)`.
-    pub fn pop(&mut self, finish: impl FnOnce(Descriptor, u8, B) -> M) -> Option<M> {
+    pub(crate) fn pop(&mut self, finish: impl FnOnce(Descriptor, u8, B) -> M) -> Option<M> {
         match self.q.front()? {
             Slot::Ready(_) => match self.q.pop_front() {
                 Some(Slot::Ready(m)) => Some(m),
@@ -320,7 +316,7 @@ impl<M, B> Inbox<M, B> {
 // ---------------------------------------------------------------------------------------------
 
 /// A registered buffer from the [`Pool`].
-pub struct PoolBuf {
+pub(crate) struct PoolBuf {
     // Declared first: deregistered before the region is freed.
     mr: Arc<dyn Mr>,
     region: Region,
@@ -328,22 +324,17 @@ pub struct PoolBuf {
 
 impl PoolBuf {
     /// Start address.
-    pub fn addr(&self) -> u64 {
+    pub(crate) fn addr(&self) -> u64 {
         self.region.addr()
     }
 
     /// Capacity.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.region.len()
     }
 
-    /// True for a zero-capacity buffer.
-    pub fn is_empty(&self) -> bool {
-        self.region.is_empty()
-    }
-
     /// Local key for READ destinations.
-    pub fn lkey(&self) -> u32 {
+    pub(crate) fn lkey(&self) -> u32 {
         self.mr.lkey()
     }
 }
@@ -370,13 +361,14 @@ impl PoolShared {
 /// Registered receive buffers for rendezvous READs, in power-of-two classes from 64 KiB, bounded
 /// in total bytes. Buffers come back when the application drops the message built on them.
 #[derive(Clone)]
-pub struct Pool {
+pub(crate) struct Pool {
     shared: Arc<PoolShared>,
 }
 
 /// Pool counters.
+#[cfg(test)] // Only the unit tests read them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PoolStats {
+pub(crate) struct PoolStats {
     /// Bytes allocated (free or lent).
     pub total: usize,
     /// Bytes lent out.
@@ -391,7 +383,7 @@ impl Pool {
     /// A pool registering through `reg`, holding at most `max_bytes` (one buffer is always
     /// allowed, whatever its size, so any frame can be received); `on_release` runs (on any
     /// thread) when a buffer returns.
-    pub fn new(
+    pub(crate) fn new(
         reg: Box<dyn Registrar>,
         max_bytes: usize,
         on_release: Option<Box<dyn Fn() + Send + Sync>>,
@@ -413,7 +405,7 @@ impl Pool {
     /// A buffer of at least `len` bytes: a free one of its class, else a new registration (over
     /// the bound too: the bound limits what is kept for reuse). `Ok(None)` is not returned today;
     /// callers still handle it.
-    pub fn alloc(&self, len: usize) -> provider::Result<Option<PoolBuf>> {
+    pub(crate) fn alloc(&self, len: usize) -> provider::Result<Option<PoolBuf>> {
         let class = class_of(len);
         let mut g = self.shared.lock();
         if let Some(b) = g.free.get_mut(&class).and_then(|v| v.pop()) {
@@ -450,7 +442,7 @@ impl Pool {
 
     /// A message over the first `len` bytes of `buf` (no copy); the buffer returns to the pool
     /// when the last handle of the message is dropped.
-    pub fn into_msg(&self, buf: PoolBuf, len: usize, flags: u8) -> Msg {
+    pub(crate) fn msg_of(&self, buf: PoolBuf, len: usize, flags: u8) -> Msg {
         assert!(len <= buf.len());
         let ptr = buf.region.as_ptr();
         let shared = self.shared.clone();
@@ -480,7 +472,8 @@ impl Pool {
     }
 
     /// Returns a buffer that was not turned into a message (a failed or abandoned READ).
-    pub fn put(&self, buf: PoolBuf) {
+    #[cfg(test)] // Only the unit tests call it; the data path never does.
+    pub(crate) fn put(&self, buf: PoolBuf) {
         let class = buf.len();
         let mut g = self.shared.lock();
         g.out -= class;
@@ -492,7 +485,8 @@ impl Pool {
     }
 
     /// Counters.
-    pub fn stats(&self) -> PoolStats {
+    #[cfg(test)] // Only the unit tests call it; the data path never does.
+    pub(crate) fn stats(&self) -> PoolStats {
         let g = self.shared.lock();
         PoolStats {
             total: g.total,
@@ -618,12 +612,12 @@ mod tests {
                                                          // application), and given back, not kept, when released.
         let over = pool.alloc(1).unwrap().unwrap();
         assert_eq!(pool.stats().total, 320 * 1024);
-        let m_over = pool.into_msg(over, 1, 0);
+        let m_over = pool.msg_of(over, 1, 0);
         drop(m_over);
         assert_eq!(pool.stats().total, 256 * 1024, "over-bound buffer kept");
         released.store(0, std::sync::atomic::Ordering::SeqCst);
         let pa = a.addr();
-        let m = pool.into_msg(a, 100_000, rzmq_core::msg::MSG_MORE);
+        let m = pool.msg_of(a, 100_000, rzmq_core::msg::MSG_MORE);
         assert!(m.more());
         assert_eq!(
             m.data().as_ptr() as u64,

@@ -206,6 +206,11 @@ pub struct RdmaOptions {
     pub soft_advertise: Option<WireAddr>,
     /// Direct reads between processes of one host (`RZMQ_SOFT_CMA`, on).
     pub soft_cma: bool,
+    /// Soft devices the upgrader opens accept fault injection
+    /// ([`SoftConfig::faults`](crate::provider::soft::SoftConfig::faults); off). For tests of the
+    /// layers above, which cut wires with [`crate::provider::soft::cut_wires_at`]; no variable
+    /// sets it.
+    pub soft_faults: bool,
     /// A provider setting from the environment was invalid (reported once): no provider is
     /// usable, so connections stay on TCP (or are refused under `require`), as a provider that
     /// fails to open. `None` for options a program builds.
@@ -228,6 +233,7 @@ impl Default for RdmaOptions {
             soft_listen: None,
             soft_advertise: None,
             soft_cma: true,
+            soft_faults: false,
             provider_error: None,
         }
     }
@@ -332,7 +338,8 @@ fn is_provider_setting(name: &str) -> bool {
 
 /// `RZMQ_RDMA_EXPECT_DEVICE` (tests: an RDMA device must be present; a bad value is
 /// reported and counts as off).
-pub fn expect_device() -> bool {
+#[cfg(all(test, feature = "ibverbs"))] // Only the ibverbs provider's unit test asks.
+pub(crate) fn expect_device() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| {
         let v = env::read_or_default(env::entry(TABLE, "RZMQ_RDMA_EXPECT_DEVICE"));

@@ -29,10 +29,12 @@ use crate::settings::RdmaOptions;
 const VERSION: &str = "1";
 
 /// The process's RDMA upgrader (see the module documentation).
-pub struct RdmaUpgrader {
+pub(crate) struct RdmaUpgrader {
     mode: Mode,
     provider: Result<Box<dyn Provider>, String>,
     soft_per_address: bool,
+    /// [`RdmaOptions::soft_faults`]: the per-address soft devices are opened for fault tests.
+    soft_faults: bool,
     devices: Mutex<HashMap<Option<IpAddr>, Arc<dyn Device>>>,
     cfg: DataPathConfig,
     log: bool,
@@ -43,15 +45,15 @@ impl RdmaUpgrader {
     /// From the environment ([`RdmaOptions::from_env`]). A bad `RZMQ_RDMA` value is an error; a
     /// provider that cannot be used is not (connections then stay on TCP, or are refused under
     /// `require`, with the reason).
-    pub fn from_env() -> Result<RdmaUpgrader, AltError> {
+    pub(crate) fn from_env() -> Result<RdmaUpgrader, AltError> {
         let o = RdmaOptions::from_env().map_err(|e| AltError(e.to_string()))?;
         Ok(RdmaUpgrader::from_options(&o))
     }
 
     /// From typed options; a provider that cannot be used is not an error (see
     /// [`RdmaUpgrader::from_env`]).
-    pub fn from_options(o: &RdmaOptions) -> RdmaUpgrader {
-        let provider = match provider::from_options(o) {
+    pub(crate) fn from_options(o: &RdmaOptions) -> RdmaUpgrader {
+        let provider = match provider::open::from_options(o) {
             Ok(Some(p)) => Ok(p),
             Ok(None) => Err(
                 "no RDMA device (RZMQ_RDMA_PROVIDER=soft selects the software provider)"
@@ -63,6 +65,7 @@ impl RdmaUpgrader {
             mode: o.mode,
             provider,
             soft_per_address: o.soft_listen.is_none(),
+            soft_faults: o.soft_faults,
             devices: Mutex::new(HashMap::new()),
             cfg: DataPathConfig::from_options(o),
             log: o.log,
@@ -92,6 +95,7 @@ impl RdmaUpgrader {
             Some(ip) => {
                 let cfg = SoftConfig {
                     listen: WireAddr::Tcp(SocketAddr::new(ip, 0)),
+                    faults: self.soft_faults,
                     ..SoftConfig::default()
                 };
                 SoftProvider::new(cfg).open(None)

@@ -13,9 +13,17 @@ use rzmq_rdma::provider::soft::{self, Fault, SoftConfig, SoftDevice};
 use rzmq_rdma::provider::{Device, RtsAttr};
 use rzmq_rdma::ring::RingConfig;
 
+/// A device open for fault tests (`inject`, `kill`).
+fn faulty() -> SoftConfig {
+    SoftConfig {
+        faults: true,
+        ..SoftConfig::default()
+    }
+}
+
 fn pair(cfg: DataPathConfig) -> (DataPath, DataPath) {
-    let da: Arc<dyn Device> = SoftDevice::open(SoftConfig::default()).unwrap();
-    let db: Arc<dyn Device> = SoftDevice::open(SoftConfig::default()).unwrap();
+    let da: Arc<dyn Device> = SoftDevice::open(faulty()).unwrap();
+    let db: Arc<dyn Device> = SoftDevice::open(faulty()).unwrap();
     let (mut a, ia) = DataPath::new(da, cfg.clone()).unwrap();
     let (mut b, ib) = DataPath::new(db, cfg).unwrap();
     // What the control channel carries.
@@ -283,8 +291,8 @@ fn cut_wire_fails_both_ends_and_releases_every_held_buffer() {
 
 #[test]
 fn killed_peer_fails_the_data_path() {
-    let da: Arc<dyn Device> = SoftDevice::open(SoftConfig::default()).unwrap();
-    let db: Arc<dyn Device> = SoftDevice::open(SoftConfig::default()).unwrap();
+    let da: Arc<dyn Device> = SoftDevice::open(faulty()).unwrap();
+    let db: Arc<dyn Device> = SoftDevice::open(faulty()).unwrap();
     let (mut a, ia) = DataPath::new(da, fast()).unwrap();
     let (mut b, ib) = DataPath::new(db.clone(), fast()).unwrap();
     a.connect(&ib).unwrap();

@@ -19,7 +19,12 @@ struct Side {
 }
 
 impl Side {
+    /// A side on a new device, opened for fault tests (`inject`, `kill`).
     fn new(cfg: SoftConfig, caps: QpCaps, sig_all: bool, buf_len: usize, access: Access) -> Side {
+        let cfg = SoftConfig {
+            faults: true,
+            ..cfg
+        };
         Side::on(
             SoftDevice::open(cfg).unwrap(),
             caps,
@@ -1393,4 +1398,27 @@ fn same_host_reads_copy_from_the_responder_process_when_both_ends_offer_it() {
         let want = if cma_a && cma_b { len as u64 } else { 0 };
         assert_eq!(pulled, want, "cma {cma_a}/{cma_b}: bytes copied directly");
     }
+}
+
+#[test]
+fn a_device_not_opened_for_fault_tests_is_out_of_their_reach() {
+    // An address of its own: the cutter below would find any other test's devices there.
+    let cfg = || SoftConfig {
+        listen: WireAddr::parse("tcp:127.0.0.9:0").unwrap(),
+        ..SoftConfig::default()
+    };
+    let open = || SoftDevice::open(cfg()).unwrap();
+    let a = Side::on(open(), QpCaps::default(), false, 4096, rw());
+    let b = Side::on(open(), QpCaps::default(), false, 4096, rw());
+    connect(&a, &b, fast_rts(), 12);
+    let s = [a.sge(0, 64)];
+    a.post(&[wr(1, &s, SendOp::RdmaWrite(b.remote(0)), SIG)])
+        .unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::Success);
+    assert!(soft::inject(a.qp.as_ref(), Fault::CutWire).is_err());
+    assert!(soft::kill(b.dev.as_ref()).is_err());
+    assert_eq!(soft::cut_wires_at("127.0.0.9".parse().unwrap()), 0);
+    a.post(&[wr(2, &s, SendOp::RdmaWrite(b.remote(0)), SIG)])
+        .unwrap();
+    assert_eq!(wait(&a.scq, 1)[0].status, WcStatus::Success);
 }

@@ -4,7 +4,8 @@
 //! (`rdma://`), and a broken RDMA path closes the connection and reconnects.
 //!
 //! The whole binary runs with `RZMQ_RDMA=auto RZMQ_RDMA_PROVIDER=soft RZMQ_RDMA_EVENTS=1`
-//! (set before the first socket; the upgrader reads the environment once).
+//! (set before the first socket; the upgrader reads the environment once) and soft devices
+//! opened for fault tests (`RdmaOptions::soft_faults`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Once};
@@ -24,7 +25,16 @@ fn setup() {
         std::env::set_var("RZMQ_RDMA_EVENTS", "1");
         // Frames above 64 KiB go by rendezvous here (default threshold applies elsewhere).
         std::env::set_var("RZMQ_RDMA_RNDV_THRESHOLD", "65536");
-        rzmq_rdma::install();
+        // The environment's options, and one no variable sets: the soft devices the upgrader
+        // opens accept fault injection (a test below cuts wires with `cut_wires_at`).
+        let o = rzmq_rdma::RdmaOptions {
+            soft_faults: true,
+            ..rzmq_rdma::RdmaOptions::from_env().expect("RDMA settings")
+        };
+        assert!(
+            rzmq_rdma::install_with(&o),
+            "an upgrader was installed already"
+        );
     });
 }
 

@@ -16,9 +16,11 @@
 //!
 //! Handles are reference counted (`Arc<dyn ...>`); each child keeps its parent alive, so the
 //! destruction order verbs demand (QP before CQ, MR before PD, all before the device) holds by
-//! construction. This module owns no I/O; it may not know about ZMTP, sockets or rings.
+//! construction. This module owns no I/O; it may not know about ZMTP, sockets or rings, nor
+//! about the providers below it (choosing and building one from the options is `open`'s job).
 
 pub mod loopback;
+pub(crate) mod open;
 pub mod soft;
 
 #[cfg(feature = "ibverbs")]
@@ -1049,46 +1051,6 @@ pub trait Qp: Send + Sync {
     }
     /// Downcasting for provider-specific calls (soft fault injection).
     fn as_any(&self) -> &dyn Any;
-}
-
-/// The provider named by `RZMQ_RDMA_PROVIDER` ([`from_options`] of
-/// [`crate::RdmaOptions::from_env`]).
-pub fn from_env() -> Result<Option<Box<dyn Provider>>> {
-    match crate::RdmaOptions::from_env() {
-        Ok(o) => from_options(&o),
-        Err(e) => Err(Error::NoDevice(e.to_string())),
-    }
-}
-
-/// The provider the options name (`soft`, `ibverbs`, `loopback`, or `auto`: ibverbs when it
-/// lists a device, else `None`, so that `auto` leaves connections on TCP).
-pub fn from_options(o: &crate::RdmaOptions) -> Result<Option<Box<dyn Provider>>> {
-    use crate::settings::ProviderChoice;
-    if let Some(e) = &o.provider_error {
-        return Err(Error::NoDevice(e.clone()));
-    }
-    match o.provider {
-        ProviderChoice::Soft => Ok(Some(Box::new(soft::SoftProvider::new(
-            soft::SoftConfig::from_options(o),
-        )))),
-        ProviderChoice::Loopback => Ok(Some(Box::new(loopback::LoopbackProvider))),
-        #[cfg(feature = "ibverbs")]
-        ProviderChoice::Ibverbs => Ok(Some(Box::new(ibverbs::IbvProvider::with_options(o)))),
-        #[cfg(not(feature = "ibverbs"))]
-        ProviderChoice::Ibverbs => Err(Error::Unsupported(
-            "rzmq-rdma built without the ibverbs feature",
-        )),
-        ProviderChoice::Auto => {
-            #[cfg(feature = "ibverbs")]
-            {
-                let p = ibverbs::IbvProvider::with_options(o);
-                if p.devices().map(|d| !d.is_empty()).unwrap_or(false) {
-                    return Ok(Some(Box::new(p)));
-                }
-            }
-            Ok(None)
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Same-host direct READs: proof that a peer process is the one that validated the READ, and
 //! `process_vm_readv` copies from it.
 
-use super::device::Shared;
+use super::keys::MrTable;
 use super::link::{deliver, Io, RxDest};
 
 /// Where a peer's process can be read directly ([`SoftConfig::cma`]): its pid and the address
@@ -53,11 +53,17 @@ pub(super) fn sys_pull(pid: u32, remote: u64, dst: *mut u8, len: usize) -> Io {
 
 /// Copies `len` bytes at `remote` in process `pid` into `dest`'s segments (checked against the
 /// MR table as received bytes are); false when the remote memory cannot be read.
-pub(super) fn pull_into(dest: &mut RxDest, sh: &Shared, pid: u32, remote: u64, len: usize) -> bool {
+pub(super) fn pull_into(
+    dest: &mut RxDest,
+    mrs: &MrTable,
+    pid: u32,
+    remote: u64,
+    len: usize,
+) -> bool {
     let mut done = 0usize;
     while done < len {
         let mut at = remote + done as u64;
-        let r = deliver(dest, sh, len - done, |p, k| {
+        let r = deliver(dest, mrs, len - done, |p, k| {
             let r = sys_pull(pid, at, p, k);
             if let Io::Progress(got) = r {
                 at += got as u64;

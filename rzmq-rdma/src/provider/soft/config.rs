@@ -18,6 +18,10 @@ pub struct SoftConfig {
     /// `process_vm_readv`, one copy as a NIC's DMA, instead of through the wire
     /// (`RZMQ_SOFT_CMA`, default on; `0` streams every READ over the wire).
     pub cma: bool,
+    /// Open the device for fault tests: only such devices accept [`inject`](super::inject) and
+    /// [`kill`](super::kill) and are cut by [`cut_wires_at`](super::cut_wires_at) (off by
+    /// default: a production device keeps no entry in the process-wide list that one walks).
+    pub faults: bool,
 }
 
 impl Default for SoftConfig {
@@ -27,13 +31,14 @@ impl Default for SoftConfig {
             listen: WireAddr::Tcp(SocketAddr::from(([127, 0, 0, 1], 0))),
             advertise: None,
             cma: true,
+            faults: false,
         }
     }
 }
 
 impl SoftConfig {
     /// The device settings typed RDMA options give (`soft_listen`, `soft_advertise`,
-    /// `soft_cma`; the rest default).
+    /// `soft_cma`, `soft_faults`; the rest default).
     pub fn from_options(o: &crate::RdmaOptions) -> SoftConfig {
         let mut c = SoftConfig::default();
         if let Some(l) = &o.soft_listen {
@@ -41,6 +46,7 @@ impl SoftConfig {
         }
         c.advertise = o.soft_advertise.clone();
         c.cma = o.soft_cma;
+        c.faults = o.soft_faults;
         c
     }
 

@@ -1,46 +1,40 @@
-//! The soft device and provider: the shared state of one open device (MR table, QPs, doorbell)
-//! and its `Device` verbs.
+//! The soft device and provider: opening a device (its listener, state and progress thread),
+//! its `Device` verbs, and the list of devices opened for fault tests.
 
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::UnixListener;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, Weak};
 
+use super::completion::{CqInner, CqShared};
 use super::config::{SoftConfig, WireAddr};
-use super::cq::{CqInner, CqShared, SoftCq};
+use super::cq::SoftCq;
 use super::endpoint::{gid_device_id, gid_of};
-use super::engine::QpShared;
-use super::fault::register;
+use super::keys::MrTable;
 use super::link::Listener;
-use super::mr::MrEntry;
+use super::nic::{DevHandle, Shared};
+use super::os::{lock, random_u64};
 use super::pd::SoftPd;
 use super::progress::progress_thread;
-use super::{lock, random_u64};
 use crate::fd::EventFd;
 use crate::provider::*;
 
 /// The soft provider: one always-present device per open.
 #[derive(Debug, Clone, Default)]
-pub struct SoftProvider {
+pub(crate) struct SoftProvider {
     pub(super) cfg: SoftConfig,
 }
 
 impl SoftProvider {
     /// A provider whose devices use `cfg`.
-    pub fn new(cfg: SoftConfig) -> SoftProvider {
+    pub(crate) fn new(cfg: SoftConfig) -> SoftProvider {
         SoftProvider { cfg }
     }
 
-    /// A provider configured from the environment ([`SoftConfig::from_env`]).
-    pub fn from_env() -> Result<SoftProvider> {
-        Ok(SoftProvider::new(SoftConfig::from_env()?))
-    }
-
     /// Opens a device with this provider's configuration, returning the concrete type.
-    pub fn open_soft(&self) -> Result<Arc<SoftDevice>> {
+    pub(crate) fn open_soft(&self) -> Result<Arc<SoftDevice>> {
         SoftDevice::open(self.cfg.clone())
     }
 }
@@ -67,65 +61,6 @@ impl Provider for SoftProvider {
     }
 }
 
-/// One open device's state, shared by its handles and its progress thread.
-pub(super) struct Shared {
-    pub(super) id: u64,
-    pub(super) addr: WireAddr,
-    /// GID addressing ([`SoftDevice::open_gid_addressed`]): the device id and wire address are
-    /// the GID, QPs carry no secret.
-    pub(super) gid_mode: bool,
-    pub(super) mrs: RwLock<HashMap<u32, MrEntry>>,
-    pub(super) next_key: AtomicU32,
-    pub(super) next_qpn: AtomicU32,
-    pub(super) next_pdn: AtomicU32,
-    pub(super) next_mw: AtomicU32,
-    pub(super) qps: Mutex<HashMap<u32, Arc<QpShared>>>,
-    pub(super) doorbell: EventFd,
-    /// The progress thread is (about to be) asleep in `poll`: a post must signal the doorbell.
-    pub(super) asleep: AtomicBool,
-    /// Work was posted since the progress thread last looked (see [`Shared::ring`]).
-    pub(super) rung: AtomicBool,
-    pub(super) shutdown: AtomicBool,
-    pub(super) killed: AtomicBool,
-    /// [`SoftConfig::cma`] (never with GID addressing, whose QPs carry no secret).
-    pub(super) cma: bool,
-    /// Bytes this device's READs copied straight from peer processes.
-    pub(super) pulled: AtomicU64,
-}
-
-impl Shared {
-    /// Rings the doorbell after a post: a system call only when the progress thread sleeps (a
-    /// running one looks at every QP again before it sleeps). With `asleep` and `rung` both
-    /// sequentially consistent, either the poster sees the thread asleep and signals, or the
-    /// thread sees `rung` before sleeping and does not sleep.
-    pub(super) fn ring(&self) {
-        self.rung.store(true, Ordering::SeqCst);
-        if self.asleep.load(Ordering::SeqCst) {
-            self.doorbell.signal();
-        }
-    }
-
-    pub(super) fn mrs(&self) -> std::sync::RwLockReadGuard<'_, HashMap<u32, MrEntry>> {
-        self.mrs.read().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// The device's state and progress thread; dropping the last handle stops the thread.
-pub(super) struct DevHandle {
-    pub(super) shared: Arc<Shared>,
-    pub(super) thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Drop for DevHandle {
-    fn drop(&mut self) {
-        self.shared.shutdown.store(true, Ordering::SeqCst);
-        self.shared.doorbell.signal();
-        if let Some(t) = lock(&self.thread).take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// An open soft device: a listener and a progress thread.
 pub struct SoftDevice {
     pub(super) h: Arc<DevHandle>,
@@ -147,7 +82,7 @@ impl SoftDevice {
         SoftDevice::open_with(cfg, true)
     }
 
-    pub(super) fn open_with(cfg: SoftConfig, gid_mode: bool) -> Result<Arc<SoftDevice>> {
+    fn open_with(cfg: SoftConfig, gid_mode: bool) -> Result<Arc<SoftDevice>> {
         if gid_mode && !matches!(&cfg.listen, WireAddr::Tcp(a) if a.is_ipv4()) {
             return Err(Error::InvalidArgument(
                 "GID addressing needs an IPv4 tcp listener",
@@ -183,7 +118,7 @@ impl SoftDevice {
             id,
             addr,
             gid_mode,
-            mrs: RwLock::new(HashMap::new()),
+            mrs: MrTable::default(),
             next_key: AtomicU32::new(((seed >> 32) as u32 & 0x00ff_ffff) | 1),
             next_qpn: AtomicU32::new(((seed >> 8) as u32 & 0x7fff) | 0x100),
             next_pdn: AtomicU32::new(1),
@@ -196,8 +131,11 @@ impl SoftDevice {
             killed: AtomicBool::new(false),
             cma: cfg.cma && !gid_mode,
             pulled: AtomicU64::new(0),
+            faults: cfg.faults,
         });
-        register(&shared);
+        if cfg.faults {
+            register_for_faults(&shared);
+        }
         let s2 = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!("rzmq-soft-{}", cfg.name))
@@ -212,11 +150,6 @@ impl SoftDevice {
                 provider: ProviderKind::Soft,
             },
         }))
-    }
-
-    /// The address peers connect to.
-    pub fn wire_addr(&self) -> WireAddr {
-        self.h.shared.addr.clone()
     }
 
     /// Bytes this device's READs copied straight from the responder's process
@@ -296,4 +229,24 @@ impl Device for SoftDevice {
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// The devices opened for fault tests ([`SoftConfig::faults`]), for the wire cutters
+/// ([`cut_wires_at`](super::cut_wires_at)). Production devices never enter it: opening one
+/// costs nothing here and leaves nothing behind.
+static FAULT_TARGETS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
+
+/// Adds a device just opened to [`FAULT_TARGETS`] (forgetting those dropped since).
+fn register_for_faults(shared: &Arc<Shared>) {
+    let mut live = lock(&FAULT_TARGETS);
+    live.retain(|w| w.strong_count() > 0);
+    live.push(Arc::downgrade(shared));
+}
+
+/// The devices opened for fault tests that are still open.
+pub(super) fn fault_targets() -> Vec<Arc<Shared>> {
+    lock(&FAULT_TARGETS)
+        .iter()
+        .filter_map(|w| w.upgrade())
+        .collect()
 }

@@ -1,5 +1,6 @@
-//! A QP's NIC-side state: send and receive queues, PSNs, ACK and RNR timers, error and flush,
-//! one progress pass.
+//! A QP's NIC-side state: send and receive queues, PSNs, ACK and RNR timers, error and flush.
+//! The two directions that drive it (`tx`, `rx`) and the pass that runs both (`progress`) sit
+//! above.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -7,35 +8,16 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::cma::CmaInfo;
-use super::cq::{wc, CqShared};
-use super::device::Shared;
-use super::link::{Ctrl, TxChunk, Wire, PASS_BUDGET};
-use super::lock;
-use super::wire::{pdiff, Hdr, K_ACK, K_NAK, PSN_MASK};
+use super::completion::{wc, CqShared};
+use super::link::{Ctrl, TxChunk, Wire};
+use super::os::lock;
+use super::wire::{pdiff, Hdr, K_NAK, PSN_MASK};
+use super::wr::{RqEntry, SqEntry};
 use crate::provider::*;
 
 /// The device's limit on RDMA READs outstanding per QP, as requester (`max_qp_rd_atom`) and as
 /// responder (`max_qp_init_rd_atom`).
 pub(super) const MAX_RD_ATOMIC: u8 = 16;
-
-pub(super) struct SqEntry {
-    pub(super) wr_id: u64,
-    pub(super) op: SendOp,
-    pub(super) sges: Vec<Sge>,
-    pub(super) inline: Option<Vec<u8>>,
-    pub(super) len: u32,
-    pub(super) signaled: bool,
-    pub(super) solicited: bool,
-    /// `IBV_SEND_FENCE`: not transmitted before every earlier READ has completed.
-    pub(super) fence: bool,
-    pub(super) psn: u32,
-    pub(super) done: bool,
-}
-
-pub(super) struct RqEntry {
-    pub(super) wr_id: u64,
-    pub(super) sges: Vec<Sge>,
-}
 
 #[derive(Clone, Copy)]
 pub(super) struct Remote {
@@ -364,37 +346,6 @@ impl QpInner {
             self.last_progress = now;
             self.tx_psn = psn;
         }
-    }
-
-    /// One progress pass: timers, receive, transmit. Returns true when the budget ran out (call
-    /// again without sleeping).
-    pub(super) fn service(&mut self, qp: &QpShared, sh: &Shared, now: Instant) -> bool {
-        self.on_timers(qp, now);
-        let mut busy = false;
-        for _ in 0..4 {
-            let rx = self.pump_rx(qp, sh, now);
-            if self.ack_pending {
-                self.ack_pending = false;
-                let psn = self.epsn.wrapping_sub(1) & PSN_MASK;
-                self.queue_ctrl(
-                    Hdr {
-                        kind: K_ACK,
-                        psn,
-                        ..Hdr::default()
-                    },
-                    None,
-                );
-            }
-            let tx = self.pump_tx(qp, sh, now);
-            busy = rx >= PASS_BUDGET || tx >= PASS_BUDGET || qp.contended();
-            if rx == 0 && tx == 0 {
-                break;
-            }
-            if busy {
-                break;
-            }
-        }
-        busy
     }
 
     pub(super) fn queue_ctrl(&mut self, hdr: Hdr, payload: Option<TxChunk>) {

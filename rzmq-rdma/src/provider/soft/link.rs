@@ -10,10 +10,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::config::WireAddr;
-use super::device::Shared;
-use super::engine::RqEntry;
-use super::mr::mr_ok;
+use super::keys::{mr_ok, MrTable};
 use super::wire::{Hdr, Hello};
+use super::wr::RqEntry;
 use crate::provider::*;
 
 /// Payloads up to this size are copied into the transmit buffer (one write for many packets);
@@ -361,7 +360,7 @@ pub(super) fn sys_recv(fd: RawFd, ptr: *mut u8, len: usize) -> Io {
 /// share system calls. Registered memory is checked against the MR table under its read lock,
 /// held across the call: a deregistration waits for it, and then the NIC never touches the
 /// memory again.
-pub(super) fn write_tx(w: &mut Wire, sh: &Shared, budget: usize) -> (usize, bool) {
+pub(super) fn write_tx(w: &mut Wire, mrs: &MrTable, budget: usize) -> (usize, bool) {
     let Some(fd) = w.fd() else {
         return (0, true);
     };
@@ -382,7 +381,7 @@ pub(super) fn write_tx(w: &mut Wire, sh: &Shared, budget: usize) -> (usize, bool
         }
         iov.clear();
         let mut want = 0usize;
-        let mrs = sh.mrs();
+        let guard = mrs.read();
         let mut off = w.tx_off;
         for c in w.tx.iter() {
             if iov.len() == IOV_MAX || want >= IO_CHUNK {
@@ -405,7 +404,7 @@ pub(super) fn write_tx(w: &mut Wire, sh: &Shared, budget: usize) -> (usize, bool
                 } => {
                     let n = (len - off).min(room);
                     let a = addr + off as u64;
-                    if mr_ok(&mrs, *key, *pdn, a, n as u64, Access::NONE) {
+                    if mr_ok(&guard, *key, *pdn, a, n as u64, Access::NONE) {
                         (a as *const u8, n)
                     } else {
                         // The MR went away mid-transfer: keep the framing, never touch it.
@@ -426,7 +425,7 @@ pub(super) fn write_tx(w: &mut Wire, sh: &Shared, budget: usize) -> (usize, bool
             }
         }
         let r = sys_sendmsg(fd, &iov);
-        drop(mrs);
+        drop(guard);
         match r {
             Io::Progress(n) => {
                 moved += n;
@@ -467,7 +466,7 @@ pub(super) fn write_tx(w: &mut Wire, sh: &Shared, budget: usize) -> (usize, bool
 /// rest goes to a sink: the NIC never touches memory that is not registered.
 pub(super) fn deliver(
     dest: &mut RxDest,
-    sh: &Shared,
+    mrs: &MrTable,
     n: usize,
     mut io: impl FnMut(*mut u8, usize) -> Io,
 ) -> Io {
@@ -494,8 +493,8 @@ pub(super) fn deliver(
         };
         let (r, want, seg_len) = match seg {
             Some((a, k, key, len)) => {
-                let mrs = sh.mrs();
-                if !mr_ok(&mrs, key, *pdn, a, k as u64, *need) {
+                let guard = mrs.read();
+                if !mr_ok(&guard, key, *pdn, a, k as u64, *need) {
                     *failed = true;
                     continue;
                 }

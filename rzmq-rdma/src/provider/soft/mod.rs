@@ -56,26 +56,35 @@
 //!
 //! Fault injection ([`inject`], [`kill`]): cut a QP's wire, stall it for a while, corrupt the
 //! next packet header (dropped by the responder, recovered by retransmission), or kill a whole
-//! device as a crashed host would die (no more packets, no completions).
+//! device as a crashed host would die (no more packets, no completions); [`cut_wires_at`] cuts
+//! every wire of the devices at one address. Only devices opened with [`SoftConfig::faults`]
+//! are reachable (production devices refuse and are listed nowhere).
 //!
 //! This module owns the soft NIC; it knows nothing about rings, rendezvous or ZMTP.
 //!
-//! Files: `config` (settings), `device` (provider, device, shared state), `pd`, `mr`
-//! (regions, windows, key checks), `cq`, `qp` (the verbs handle: transitions, posts, binds),
-//! `engine` (a QP's NIC-side queues, PSNs and timers), `tx` and `rx` (its two directions),
-//! `wire` (packet format), `link` (sockets and gather/scatter I/O), `progress` (the NIC
-//! thread), `endpoint` (descriptors, GID addressing), `cma` (same-host direct READs),
-//! `fault` (fault injection).
+//! Files, bottom up (each uses only files below it; docs/ARCHITECTURE.md states the order and
+//! tests/tests/layers.rs checks it): `os` (lock, random bits), `wire` (packet format), `config`
+//! (settings), `keys` (the key table and its checks), `wr` (queued work requests); `link`
+//! (sockets, gather/scatter I/O), `completion` (a CQ's ring); `cma` (same-host direct READs);
+//! `engine` (a QP's NIC-side queues, PSNs and timers), `endpoint` (descriptors, GID
+//! addressing); `nic` (what the NIC shares: key table, QP map, doorbell, counters); `tx` and
+//! `rx` (a QP's two directions), the verbs handles `cq` and `mr`; `progress` (the NIC thread),
+//! `qp`; `pd`; `device` (provider, device, the devices opened for fault tests); `fault` (fault
+//! injection).
 
 mod cma;
+mod completion;
 mod config;
 mod cq;
 mod device;
 mod endpoint;
 mod engine;
 mod fault;
+mod keys;
 mod link;
 mod mr;
+mod nic;
+mod os;
 mod pd;
 mod progress;
 mod qp;
@@ -84,41 +93,21 @@ mod rx;
 mod tests;
 mod tx;
 mod wire;
+mod wr;
 
 pub use config::{SoftConfig, WireAddr};
-pub use device::{SoftDevice, SoftProvider};
+pub use device::SoftDevice;
+pub(crate) use device::SoftProvider;
 pub use endpoint::endpoint_from_gid;
-pub use fault::{cut_all_wires, cut_wires_at, inject, kill, Fault};
-pub use qp::SoftQp;
+pub use fault::{cut_wires_at, inject, kill, Fault};
 
 // The verbs rules the loopback provider shares instead of repeating them.
 /// The wire's packet header and its decoder, and the endpoint descriptor's soft part, for the
 /// fuzz entry points (crate::testing) that feed these parsers directly.
 pub(crate) use endpoint::{decode_extra, encode_extra};
-pub(crate) use mr::{window_fits, MrEntry};
+pub(crate) use keys::{window_fits, MrEntry};
+pub(crate) use os::lock;
 pub(crate) use qp::{recv_admission, send_admission, transition_ok, Admission};
 pub(crate) use wire::{
     decode_header, judge_hello, Hdr, Hello, HelloTarget, HelloVerdict, HDR_LEN, HELLO_LEN,
 };
-
-use std::sync::{Mutex, MutexGuard};
-
-/// Locks `m`; a poisoned lock is taken as it is (a panic elsewhere does not stop the NIC).
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// 64 random bits (`getrandom`, else the time and pid): device seeds and QP secrets.
-pub(super) fn random_u64() -> u64 {
-    let mut v: u64 = 0;
-    // SAFETY: getrandom writes at most 8 bytes into the valid u64.
-    let n = unsafe { libc::getrandom(&mut v as *mut u64 as *mut libc::c_void, 8, 0) };
-    if n != 8 {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
-        v = t ^ (u64::from(std::process::id()) << 32);
-    }
-    v
-}

@@ -1,64 +1,12 @@
-//! Memory regions and windows: the key table's entries, rkeys, and the checks every access
-//! passes.
+//! Memory regions and windows, the verbs handles: a registration's key and range, a window's
+//! current rkey; dropping either removes its key from the device's table (`keys`).
 
 use std::any::Any;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use super::device::DevHandle;
+use super::nic::DevHandle;
 use crate::provider::*;
-
-/// What a key grants: a registration (lkey and rkey alike) or a bound memory window (rkey).
-/// The loopback provider keeps the same entries (one table per PD there, `pdn` 0).
-#[derive(Clone, Copy)]
-pub(crate) struct MrEntry {
-    /// First byte granted.
-    pub(crate) addr: u64,
-    /// Bytes granted.
-    pub(crate) len: u64,
-    /// Rights granted.
-    pub(crate) access: Access,
-    /// The protection domain of the registration (or of the window).
-    pub(crate) pdn: u32,
-}
-
-impl MrEntry {
-    /// Whether the entry grants `need` over `addr..addr+len` (its PD aside).
-    #[inline]
-    pub(crate) fn covers(&self, addr: u64, len: u64, need: Access) -> bool {
-        self.access.contains(need)
-            && addr >= self.addr
-            && addr
-                .checked_add(len)
-                .is_some_and(|end| end <= self.addr + self.len)
-    }
-}
-
-/// Whether a memory window may be bound over `addr..addr+len` of the MR at
-/// `mr_addr..mr_addr+mr_len` (rights `mr_access`) with rights `access`: the MR allows binding
-/// (`MW_BIND`), the range lies inside it, the window grants no local write, and remote write
-/// only on an MR with local write (the verbs rules; the PD and device checks are the caller's).
-pub(crate) fn window_fits(
-    mr_addr: u64,
-    mr_len: u64,
-    mr_access: Access,
-    addr: u64,
-    len: u64,
-    access: Access,
-) -> bool {
-    let in_range = addr >= mr_addr
-        && addr
-            .checked_add(len)
-            .is_some_and(|end| end <= mr_addr + mr_len);
-    let rights_ok = !access.contains(Access::LOCAL_WRITE)
-        && (!access.contains(Access::REMOTE_WRITE) || mr_access.contains(Access::LOCAL_WRITE));
-    mr_access.contains(Access::MW_BIND) && in_range && rights_ok
-}
-
-/// rkeys of memory windows: top bit set (MR keys stay below it), then a 23-bit window index and
-/// the 8-bit key byte that each binding increments.
-pub(super) const MW_KEY_BIT: u32 = 0x8000_0000;
 
 pub(super) struct SoftMw {
     pub(super) h: Arc<DevHandle>,
@@ -78,12 +26,7 @@ impl Mw for SoftMw {
 impl Drop for SoftMw {
     fn drop(&mut self) {
         // Deallocation invalidates the current binding (if any) at once.
-        self.h
-            .shared
-            .mrs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.rkey());
+        self.h.shared.mrs.write().remove(&self.rkey());
     }
 }
 
@@ -120,30 +63,6 @@ impl Drop for SoftMr {
     fn drop(&mut self) {
         // Taking the write lock waits for any transfer chunk in progress: after this returns the
         // NIC never touches the memory again (ibv_dereg_mr is synchronous too).
-        self.h
-            .shared
-            .mrs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.key);
+        self.h.shared.mrs.write().remove(&self.key);
     }
-}
-
-pub(super) fn mr_ok(
-    mrs: &HashMap<u32, MrEntry>,
-    key: u32,
-    pdn: u32,
-    addr: u64,
-    len: u64,
-    need: Access,
-) -> bool {
-    match mrs.get(&key) {
-        Some(e) => e.pdn == pdn && e.covers(addr, len, need),
-        None => false,
-    }
-}
-
-pub(super) fn sges_ok(mrs: &HashMap<u32, MrEntry>, sges: &[Sge], pdn: u32, need: Access) -> bool {
-    sges.iter()
-        .all(|s| s.length == 0 || mr_ok(mrs, s.lkey, pdn, s.addr, u64::from(s.length), need))
 }

@@ -5,11 +5,12 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::cq::SoftCq;
-use super::device::DevHandle;
 use super::engine::{QpInner, QpShared};
-use super::mr::{MrEntry, SoftMr, SoftMw, MW_KEY_BIT};
+use super::keys::{MrEntry, MW_KEY_BIT};
+use super::mr::{SoftMr, SoftMw};
+use super::nic::DevHandle;
+use super::os::{lock, random_u64};
 use super::qp::SoftQp;
-use super::{lock, random_u64};
 use crate::provider::*;
 
 /// A soft protection domain (the verbs handle).
@@ -27,7 +28,7 @@ impl Pd for SoftPd {
             return Err(Error::InvalidArgument("null address"));
         }
         let s = &self.h.shared;
-        let mut mrs = s.mrs.write().unwrap_or_else(|e| e.into_inner());
+        let mut mrs = s.mrs.write();
         let key = loop {
             let k = s.next_key.fetch_add(1, Ordering::Relaxed);
             if k != 0 && !mrs.contains_key(&k) {

@@ -1,17 +1,50 @@
-//! The progress thread (the NIC): polls wires, serves QPs, accepts and authenticates incoming
-//! wires.
+//! The progress thread (the NIC): polls wires, serves QPs (one pass runs the receive side,
+//! `rx`, then the transmit side, `tx`), accepts and authenticates incoming wires.
 
 use std::io::{self, Read};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::device::Shared;
-use super::engine::QpShared;
-use super::link::{Listener, Wire, WireStream};
-use super::lock;
-use super::wire::{judge_hello, Hello, HelloTarget, HelloVerdict, HELLO_LEN};
+use super::engine::{QpInner, QpShared};
+use super::link::{Listener, Wire, WireStream, PASS_BUDGET};
+use super::nic::Shared;
+use super::os::lock;
+use super::wire::{judge_hello, Hdr, Hello, HelloTarget, HelloVerdict, HELLO_LEN, K_ACK, PSN_MASK};
 use crate::provider::*;
+
+impl QpInner {
+    /// One progress pass: timers, receive, transmit. Returns true when the budget ran out (call
+    /// again without sleeping).
+    pub(super) fn service(&mut self, qp: &QpShared, sh: &Shared, now: Instant) -> bool {
+        self.on_timers(qp, now);
+        let mut busy = false;
+        for _ in 0..4 {
+            let rx = self.pump_rx(qp, sh, now);
+            if self.ack_pending {
+                self.ack_pending = false;
+                let psn = self.epsn.wrapping_sub(1) & PSN_MASK;
+                self.queue_ctrl(
+                    Hdr {
+                        kind: K_ACK,
+                        psn,
+                        ..Hdr::default()
+                    },
+                    None,
+                );
+            }
+            let tx = self.pump_tx(qp, sh, now);
+            busy = rx >= PASS_BUDGET || tx >= PASS_BUDGET || qp.contended();
+            if rx == 0 && tx == 0 {
+                break;
+            }
+            if busy {
+                break;
+            }
+        }
+        busy
+    }
+}
 
 pub(super) struct Pending {
     pub(super) stream: WireStream,

@@ -7,15 +7,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cma::CmaInfo;
-use super::cq::wc;
-use super::device::DevHandle;
+use super::completion::wc;
 use super::endpoint::{decode_extra, encode_extra};
-use super::engine::MAX_RD_ATOMIC;
-use super::engine::{QpInner, QpShared, Remote, RqEntry, SqEntry};
+use super::engine::{QpInner, QpShared, Remote, MAX_RD_ATOMIC};
+use super::keys::{window_fits, MrEntry, MW_KEY_BIT};
 use super::link::{connect_wire, Wire};
-use super::lock;
-use super::mr::{window_fits, MrEntry, SoftMr, SoftMw, MW_KEY_BIT};
+use super::mr::{SoftMr, SoftMw};
+use super::nic::DevHandle;
+use super::os::lock;
 use super::wire::PSN_MASK;
+use super::wr::{RqEntry, SqEntry};
 use crate::provider::*;
 
 /// Whether an RC QP may move from `from` to `to` (`ibv_modify_qp`'s state table: RESET ->
@@ -64,7 +65,7 @@ pub(crate) fn recv_admission(state: QpState) -> Admission {
 }
 
 /// A soft RC QP.
-pub struct SoftQp {
+pub(super) struct SoftQp {
     pub(super) h: Arc<DevHandle>,
     pub(super) qp: Arc<QpShared>,
     pub(super) _cqs: (Arc<dyn Cq>, Arc<dyn Cq>),
@@ -423,7 +424,7 @@ impl Qp for SoftQp {
         }
         // Executed at post time, in order with everything posted later (documented).
         let new = inc_rkey(mw.rkey());
-        let mut mrs = self.h.shared.mrs.write().unwrap_or_else(|e| e.into_inner());
+        let mut mrs = self.h.shared.mrs.write();
         mrs.remove(&mw.rkey());
         mrs.insert(
             new,
@@ -464,7 +465,7 @@ impl Qp for SoftQp {
             }
         }
         drop(g);
-        let mut mrs = self.h.shared.mrs.write().unwrap_or_else(|e| e.into_inner());
+        let mut mrs = self.h.shared.mrs.write();
         match mrs.get(&rkey) {
             Some(e) if rkey & MW_KEY_BIT != 0 && e.pdn == self.qp.pdn => {
                 mrs.remove(&rkey);

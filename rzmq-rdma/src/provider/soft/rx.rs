@@ -5,19 +5,20 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::cma::pull_into;
-use super::cq::wc;
-use super::device::Shared;
-use super::engine::{QpInner, QpShared, RqEntry};
+use super::completion::wc;
+use super::engine::{QpInner, QpShared};
+use super::keys::{mr_ok, sges_ok};
 use super::link::{
     deliver, local_dest, sys_recv, Ctrl, Io, RxAction, RxDest, RxState, TxChunk, IO_CHUNK,
     PASS_BUDGET, RXBUF,
 };
-use super::mr::{mr_ok, sges_ok};
+use super::nic::Shared;
 use super::wire::{
     decode_header, pdiff, rnr_delay, FramingLost, Hdr, F_IMM, F_PULL, F_SOLICITED, HDR_LEN, K_ACK,
     K_NAK, K_READ_REQ, K_READ_RESP, K_SEND, K_WRITE, NAK_INV_REQ, NAK_REM_ACCESS, NAK_REM_OP,
     NAK_RNR, NAK_SEQ, PSN_MASK,
 };
+use super::wr::RqEntry;
 use crate::provider::*;
 
 impl QpInner {
@@ -110,7 +111,7 @@ impl QpInner {
                         if !discard {
                             let src = w.rxbuf[w.rx_start..w.rx_start + n].as_ptr();
                             let mut done = 0usize;
-                            deliver(dest, sh, n, |p, k| {
+                            deliver(dest, &sh.mrs, n, |p, k| {
                                 // SAFETY: `deliver` hands out p writable for k bytes (checked
                                 // under the MR read lock); src + done .. + k stays inside the n
                                 // buffered bytes because deliver never asks for more than n.
@@ -128,7 +129,7 @@ impl QpInner {
                     let r = if *remaining >= RXBUF && !discard {
                         // Large payload: read straight into its destination.
                         let n = (*remaining).min(IO_CHUNK);
-                        match deliver(dest, sh, n, |p, k| sys_recv(fd, p, k)) {
+                        match deliver(dest, &sh.mrs, n, |p, k| sys_recv(fd, p, k)) {
                             Io::Progress(k) => {
                                 *remaining -= k;
                                 w.rx_header_only = *remaining == 0;
@@ -209,8 +210,9 @@ impl QpInner {
                         .filter(|r| r.pull)
                         .and_then(|r| r.cma)
                         .map(|c| c.pid);
-                    pull_failed = !pid
-                        .is_some_and(|pid| pull_into(&mut dest, sh, pid, from.addr, len as usize));
+                    pull_failed = !pid.is_some_and(|pid| {
+                        pull_into(&mut dest, &sh.mrs, pid, from.addr, len as usize)
+                    });
                     if !pull_failed {
                         sh.pulled.fetch_add(u64::from(len), Ordering::Relaxed);
                     }
@@ -295,7 +297,7 @@ impl QpInner {
                     self.rnr(h.psn);
                     return discard;
                 };
-                let mrs = sh.mrs();
+                let mrs = sh.mrs.read();
                 if !sges_ok(&mrs, &rq.sges, qp.pdn, Access::LOCAL_WRITE) {
                     drop(mrs);
                     self.responder_error(qp, rq, WcStatus::LocProtErr, h.psn, NAK_REM_OP);
@@ -317,7 +319,7 @@ impl QpInner {
                 let ok = self.access.contains(Access::REMOTE_WRITE)
                     && (h.len == 0
                         || mr_ok(
-                            &sh.mrs(),
+                            &sh.mrs.read(),
                             h.rkey,
                             qp.pdn,
                             h.addr,
@@ -359,7 +361,7 @@ impl QpInner {
         let ok = self.access.contains(Access::REMOTE_READ)
             && (len == 0
                 || mr_ok(
-                    &sh.mrs(),
+                    &sh.mrs.read(),
                     h.rkey,
                     qp.pdn,
                     h.addr,

@@ -3,18 +3,19 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::cma::pull_into;
+use super::completion::{CqInner, CqShared};
 use super::config::WireAddr;
-use super::cq::{CqInner, CqShared};
-use super::device::Shared;
-use super::engine::{QpInner, QpShared, SqEntry};
+use super::engine::{QpInner, QpShared};
+use super::keys::{MrEntry, MrTable};
 use super::link::{RxAction, RxDest, Wire};
-use super::lock;
-use super::mr::MrEntry;
+use super::nic::Shared;
+use super::os::lock;
 use super::wire::PSN_MASK;
+use super::wr::SqEntry;
 use crate::fd::EventFd;
 use crate::provider::*;
 
@@ -123,7 +124,7 @@ fn test_shared() -> Shared {
         id: 1,
         addr: WireAddr::parse("tcp:127.0.0.1:1").unwrap(),
         gid_mode: false,
-        mrs: RwLock::new(HashMap::new()),
+        mrs: MrTable::default(),
         next_key: AtomicU32::new(1),
         next_qpn: AtomicU32::new(1),
         next_pdn: AtomicU32::new(1),
@@ -136,6 +137,7 @@ fn test_shared() -> Shared {
         killed: AtomicBool::new(false),
         cma: false,
         pulled: AtomicU64::new(0),
+        faults: false,
     }
 }
 
@@ -146,7 +148,7 @@ fn a_direct_read_copies_what_is_there_and_fails_on_unmapped_memory() {
     let mut dst = vec![0u8; src.len()];
     let base = dst.as_mut_ptr() as u64;
     let key = 5;
-    sh.mrs.write().unwrap().insert(
+    sh.mrs.write().insert(
         key,
         MrEntry {
             addr: base,
@@ -167,12 +169,18 @@ fn a_direct_read_copies_what_is_there_and_fails_on_unmapped_memory() {
         failed,
     };
     let mut d = dest(false);
-    assert!(pull_into(&mut d, &sh, pid, src.as_ptr() as u64, src.len()));
+    assert!(pull_into(
+        &mut d,
+        &sh.mrs,
+        pid,
+        src.as_ptr() as u64,
+        src.len()
+    ));
     assert!(!matches!(d, RxDest::Mem { failed: true, .. }));
     assert_eq!(dst, src);
     // Nothing mapped at the responder's address: the READ fails instead of completing.
     let mut d = dest(false);
-    assert!(!pull_into(&mut d, &sh, pid, 8, 4096));
+    assert!(!pull_into(&mut d, &sh.mrs, pid, 8, 4096));
     // The requester's completion for it: a remote access error, and the QP goes to ERR.
     let qp = qp();
     let mut g = rts(100);

@@ -4,10 +4,10 @@
 use std::time::Instant;
 
 use super::cma::{cma_proven, CMA_PROOF_TRIES};
-use super::device::Shared;
 use super::engine::{QpInner, QpShared};
+use super::keys::{mr_ok, sges_ok};
 use super::link::{write_tx, TxChunk, PASS_BUDGET, TX_COPY_MAX, TX_QUEUE_MAX};
-use super::mr::{mr_ok, sges_ok};
+use super::nic::Shared;
 use super::wire::{pdiff, Hdr, F_IMM, F_PULL, F_SOLICITED, K_READ_REQ, K_SEND, K_WRITE, PSN_MASK};
 use crate::provider::*;
 
@@ -27,7 +27,7 @@ impl QpInner {
                 break;
             }
             let w = self.wire.as_mut().expect("checked");
-            let (n, blocked) = write_tx(w, sh, PASS_BUDGET - moved);
+            let (n, blocked) = write_tx(w, &sh.mrs, PASS_BUDGET - moved);
             moved += n;
             if blocked || moved >= PASS_BUDGET || qp.contended() || (!built && w.tx.is_empty()) {
                 break;
@@ -193,7 +193,7 @@ impl QpInner {
             } else {
                 Access::LOCAL_WRITE
             };
-            let ok = sges_ok(&sh.mrs(), &e.sges, qp.pdn, need);
+            let ok = sges_ok(&sh.mrs.read(), &e.sges, qp.pdn, need);
             if !ok {
                 let psn = e.psn;
                 self.fail_send(qp, psn, WcStatus::LocProtErr);
@@ -212,7 +212,7 @@ impl QpInner {
             if let Some(d) = &e.inline {
                 w.push_bytes(d);
             } else if (e.len as usize) <= TX_COPY_MAX {
-                let mrs = sh.mrs();
+                let mrs = sh.mrs.read();
                 let mut buf = Vec::with_capacity(e.len as usize);
                 for s in &e.sges {
                     if s.length == 0 {
