@@ -97,12 +97,12 @@ impl Socket {
 
     fn new(ctx: Arc<CtxShared>, ty: SocketType, id: u64) -> Result<Socket> {
         let shared = Arc::new(SocketShared::new(id)?);
-        let options = Options::with_ctx(ty as i32, &ctx.ctx_options());
+        let options = Options::with_ctx(ty, &ctx.ctx_options());
         Ok(Socket {
             shared,
             ctx,
             ty,
-            pattern: pattern::new_pattern(ty as i32),
+            pattern: pattern::new_pattern(ty),
             pipes: PipeTable::new(),
             options,
             rcvmore: false,

@@ -7,65 +7,12 @@ use std::net::SocketAddr;
 use super::{CtxOptions, RzmqOptions};
 use crate::endpoint::{resolve_ip, ResolveOpts};
 use crate::error::{Error, Result};
+use crate::z85;
+use crate::zmtp::SocketType;
 
 /// Whether the CURVE mechanism is built (it is: pure-Rust crypto, see `zmtp/curve.rs`); were it
 /// false, CURVE options would fail with `EINVAL` as in a libzmq 4.3.5 built without libsodium.
 pub const HAVE_CURVE: bool = true;
-
-// ---------------------------------------------------------------------------------------------
-// Socket types (zmq.h).
-
-/// `ZMQ_PAIR`.
-pub const PAIR: i32 = 0;
-/// `ZMQ_PUB`.
-pub const PUB: i32 = 1;
-/// `ZMQ_SUB`.
-pub const SUB: i32 = 2;
-/// `ZMQ_REQ`.
-pub const REQ: i32 = 3;
-/// `ZMQ_REP`.
-pub const REP: i32 = 4;
-/// `ZMQ_DEALER`.
-pub const DEALER: i32 = 5;
-/// `ZMQ_ROUTER`.
-pub const ROUTER: i32 = 6;
-/// `ZMQ_PULL`.
-pub const PULL: i32 = 7;
-/// `ZMQ_PUSH`.
-pub const PUSH: i32 = 8;
-/// `ZMQ_XPUB`.
-pub const XPUB: i32 = 9;
-/// `ZMQ_XSUB`.
-pub const XSUB: i32 = 10;
-/// `ZMQ_STREAM`.
-pub const STREAM: i32 = 11;
-/// `ZMQ_XREQ`, deprecated alias of `ZMQ_DEALER`.
-pub const XREQ: i32 = DEALER;
-/// `ZMQ_XREP`, deprecated alias of `ZMQ_ROUTER`.
-pub const XREP: i32 = ROUTER;
-/// `ZMQ_SERVER` (DRAFT socket type, not built).
-pub const SERVER: i32 = 12;
-/// `ZMQ_CLIENT` (DRAFT socket type, not built).
-pub const CLIENT: i32 = 13;
-/// `ZMQ_RADIO` (DRAFT socket type, not built).
-pub const RADIO: i32 = 14;
-/// `ZMQ_DISH` (DRAFT socket type, not built).
-pub const DISH: i32 = 15;
-/// `ZMQ_GATHER` (DRAFT socket type, not built).
-pub const GATHER: i32 = 16;
-/// `ZMQ_SCATTER` (DRAFT socket type, not built).
-pub const SCATTER: i32 = 17;
-/// `ZMQ_DGRAM` (DRAFT socket type, not built).
-pub const DGRAM: i32 = 18;
-/// `ZMQ_PEER` (DRAFT socket type, not built).
-pub const PEER: i32 = 19;
-/// `ZMQ_CHANNEL` (DRAFT socket type, not built).
-pub const CHANNEL: i32 = 20;
-
-/// True for the socket types of a stable libzmq 4.3.5 (`PAIR` 0 to `STREAM` 11).
-pub fn is_valid_socket_type(socket_type: i32) -> bool {
-    (PAIR..=STREAM).contains(&socket_type)
-}
 
 // ---------------------------------------------------------------------------------------------
 // Socket options (zmq.h 4.3.5).
@@ -333,10 +280,6 @@ pub const GSSAPI_NT_KRB5_PRINCIPAL: i32 = 2;
 
 /// `IFNAMSIZ`: the longest `ZMQ_BINDTODEVICE` value libzmq accepts.
 const BINDDEVSIZ: usize = 16;
-/// A CURVE key in bytes.
-const CURVE_KEYSIZE: usize = 32;
-/// A CURVE key in Z85 characters.
-const CURVE_KEYSIZE_Z85: usize = 40;
 
 /// True for options the socket answers itself rather than [`Options::get`]: `RCVMORE`, `FD`,
 /// `EVENTS`, `LAST_ENDPOINT`, `THREAD_SAFE`, and `TOPICS_COUNT` (PUB/SUB/XPUB/XSUB only).
@@ -400,10 +343,10 @@ impl OptValue {
             OptValue::Bytes(b) => at_least(buf, b, false),
             OptValue::Str(s) => at_least(buf, s, true),
             OptValue::CurveKey(k) => match buf.len() {
-                CURVE_KEYSIZE => exact(buf, k),
-                n if n == CURVE_KEYSIZE_Z85 + 1 => {
-                    buf[..CURVE_KEYSIZE_Z85].copy_from_slice(&z85_encode(k));
-                    buf[CURVE_KEYSIZE_Z85] = 0;
+                z85::KEY_LEN => exact(buf, k),
+                n if n == z85::KEY_TEXT_LEN + 1 => {
+                    buf[..z85::KEY_TEXT_LEN].copy_from_slice(&z85::encode_key(k));
+                    buf[z85::KEY_TEXT_LEN] = 0;
                     Ok(n)
                 }
                 _ => Err(Error::Inval),
@@ -517,7 +460,7 @@ impl TcpAcceptFilter {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// The socket type (`ZMQ_TYPE`).
-    pub socket_type: i32,
+    pub socket_type: SocketType,
     /// `ZMQ_SNDHWM` (1000; 0 unlimited).
     pub sndhwm: i32,
     /// `ZMQ_RCVHWM` (1000; 0 unlimited).
@@ -670,9 +613,9 @@ pub struct Options {
 }
 
 impl Options {
-    /// Options with libzmq's defaults for a socket of the given type (`PAIR` 0 to `STREAM` 11);
-    /// the caller validates the type. Context-dependent defaults: see [`Options::with_ctx`].
-    pub fn new(socket_type: i32) -> Self {
+    /// Options with libzmq's defaults for a socket of the given type. Context-dependent
+    /// defaults: see [`Options::with_ctx`].
+    pub fn new(socket_type: SocketType) -> Self {
         Options {
             socket_type,
             sndhwm: 1000,
@@ -733,8 +676,8 @@ impl Options {
             router_mandatory: false,
             router_handover: false,
             router_raw: false,
-            raw_socket: socket_type == STREAM,
-            recv_routing_id: socket_type == ROUTER,
+            raw_socket: socket_type == SocketType::Stream,
+            recv_routing_id: socket_type == SocketType::Router,
             probe_router: false,
             req_correlate: false,
             req_relaxed: false,
@@ -754,7 +697,7 @@ impl Options {
     /// Options for a new socket of a context, as `socket_base_t`'s constructor sets them:
     /// `ipv6` from the context's `ZMQ_IPV6`, `linger` -1 if the context is `BLOCKY` else 0,
     /// `zero_copy` from `ZMQ_ZERO_COPY_RECV`.
-    pub fn with_ctx(socket_type: i32, ctx: &CtxOptions) -> Self {
+    pub fn with_ctx(socket_type: SocketType, ctx: &CtxOptions) -> Self {
         let mut o = Options::new(socket_type);
         o.ipv6 = ctx.ipv6;
         o.linger = if ctx.blocky { -1 } else { 0 };
@@ -792,14 +735,15 @@ impl Options {
     /// The socket types' own options (`xsetsockopt`). `Ok(None)` means "not handled": libzmq
     /// then tries the generic options (which fail with `EINVAL` for all of these numbers).
     fn set_pattern(&mut self, opt: i32, v: &[u8]) -> Result<Option<Applied>> {
+        use SocketType as T;
         let int = as_int(v);
         // The flag options of ROUTER, DEALER, REQ, XPUB: exactly an int, and >= 0.
         let flag = int.filter(|&x| x >= 0).map(|x| x != 0);
         let t = self.socket_type;
-        let is_xpub = t == XPUB || t == PUB;
+        let is_xpub = t == T::XPub || t == T::Pub;
         let done = Ok(Some(Applied::PatternFlag(opt)));
         match opt {
-            SUBSCRIBE | UNSUBSCRIBE if t == SUB || (is_xpub && self.xpub_manual) => {
+            SUBSCRIBE | UNSUBSCRIBE if t == T::Sub || (is_xpub && self.xpub_manual) => {
                 let topic = v.to_vec();
                 Ok(Some(if opt == SUBSCRIBE {
                     Applied::Subscribe(topic)
@@ -807,7 +751,7 @@ impl Options {
                     Applied::Unsubscribe(topic)
                 }))
             }
-            ROUTER_RAW if t == ROUTER => match flag {
+            ROUTER_RAW if t == T::Router => match flag {
                 Some(b) => {
                     self.router_raw = b;
                     if b {
@@ -818,21 +762,21 @@ impl Options {
                 }
                 None => Ok(None),
             },
-            ROUTER_MANDATORY if t == ROUTER => set_flag(&mut self.router_mandatory, flag, opt),
-            ROUTER_HANDOVER if t == ROUTER => set_flag(&mut self.router_handover, flag, opt),
-            PROBE_ROUTER if t == ROUTER || t == DEALER || t == REQ => {
+            ROUTER_MANDATORY if t == T::Router => set_flag(&mut self.router_mandatory, flag, opt),
+            ROUTER_HANDOVER if t == T::Router => set_flag(&mut self.router_handover, flag, opt),
+            PROBE_ROUTER if t == T::Router || t == T::Dealer || t == T::Req => {
                 set_flag(&mut self.probe_router, flag, opt)
             }
-            REQ_CORRELATE if t == REQ => set_flag(&mut self.req_correlate, flag, opt),
-            REQ_RELAXED if t == REQ => set_flag(&mut self.req_relaxed, flag, opt),
-            CONNECT_ROUTING_ID if t == ROUTER || t == STREAM => {
+            REQ_CORRELATE if t == T::Req => set_flag(&mut self.req_correlate, flag, opt),
+            REQ_RELAXED if t == T::Req => set_flag(&mut self.req_relaxed, flag, opt),
+            CONNECT_ROUTING_ID if t == T::Router || t == T::Stream => {
                 if v.is_empty() {
                     return Ok(None);
                 }
                 self.connect_routing_id = Some(v.to_vec());
                 done
             }
-            STREAM_NOTIFY if t == STREAM => match strict_bool(v) {
+            STREAM_NOTIFY if t == T::Stream => match strict_bool(v) {
                 Some(b) => {
                     self.stream_notify = b;
                     done
@@ -861,7 +805,7 @@ impl Options {
                 }
                 done
             }
-            ONLY_FIRST_SUBSCRIBE if is_xpub || t == XSUB => {
+            ONLY_FIRST_SUBSCRIBE if is_xpub || t == T::XSub => {
                 set_flag(&mut self.only_first_subscribe, flag, opt)
             }
             XPUB_WELCOME_MSG if is_xpub => {
@@ -1074,7 +1018,7 @@ impl Options {
             SNDBUF => Int(self.sndbuf),
             RCVBUF => Int(self.rcvbuf),
             TOS => Int(self.tos),
-            TYPE => Int(self.socket_type),
+            TYPE => Int(self.socket_type.as_i32()),
             LINGER => Int(self.linger),
             CONNECT_TIMEOUT => Int(self.connect_timeout),
             TCP_MAXRT => Int(self.tcp_maxrt),
@@ -1147,7 +1091,15 @@ impl Options {
     /// Whether `CONFLATE` applies to this socket type (DEALER, PULL, PUSH, PUB, SUB), as
     /// libzmq's `get_effective_conflate_option`.
     pub fn effective_conflate(&self) -> bool {
-        self.conflate && matches!(self.socket_type, DEALER | PULL | PUSH | PUB | SUB)
+        self.conflate
+            && matches!(
+                self.socket_type,
+                SocketType::Dealer
+                    | SocketType::Pull
+                    | SocketType::Push
+                    | SocketType::Pub
+                    | SocketType::Sub
+            )
     }
 
     /// The heartbeat timeout in ms: `HEARTBEAT_TIMEOUT`, or `HEARTBEAT_IVL` when that is -1.
@@ -1233,60 +1185,24 @@ fn set_filter<T: Ord>(
 /// `options_t::set_curve_key`: 32 raw bytes, 40 Z85 characters, or 41 (Z85 and a terminator).
 fn parse_curve_key(v: &[u8]) -> Option<[u8; 32]> {
     match v.len() {
-        CURVE_KEYSIZE => v.try_into().ok(),
-        n if n == CURVE_KEYSIZE_Z85 || n == CURVE_KEYSIZE_Z85 + 1 => {
+        z85::KEY_LEN => v.try_into().ok(),
+        n if n == z85::KEY_TEXT_LEN || n == z85::KEY_TEXT_LEN + 1 => {
             // libzmq decodes the C string, which must be exactly 40 characters long.
             let text = v.split(|&b| b == 0).next().unwrap_or(&[]);
-            if text.len() != CURVE_KEYSIZE_Z85 {
+            if text.len() != z85::KEY_TEXT_LEN {
                 return None;
             }
-            z85_decode(text)?.try_into().ok()
+            z85::decode(text)?.try_into().ok()
         }
         _ => None,
     }
-}
-
-/// The Z85 alphabet (ZeroMQ RFC 32).
-const Z85_CHARS: &[u8; 85] =
-    b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
-
-/// Z85-encodes a CURVE key (32 bytes into 40 characters).
-fn z85_encode(data: &[u8; 32]) -> [u8; 40] {
-    let mut out = [0u8; 40];
-    for (i, chunk) in data.chunks_exact(4).enumerate() {
-        let mut value = u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-        for j in (0..5).rev() {
-            out[i * 5 + j] = Z85_CHARS[(value % 85) as usize];
-            value /= 85;
-        }
-    }
-    out
-}
-
-/// Z85-decodes text whose length is a multiple of 5; `None` for bad characters or overflow.
-fn z85_decode(text: &[u8]) -> Option<Vec<u8>> {
-    if !text.chunks_exact(5).remainder().is_empty() {
-        return None;
-    }
-    let mut out = Vec::with_capacity(text.len() / 5 * 4);
-    for chunk in text.chunks_exact(5) {
-        let mut value: u64 = 0;
-        for &c in chunk {
-            let digit = Z85_CHARS.iter().position(|&z| z == c)? as u64;
-            value = value * 85 + digit;
-        }
-        if value > u64::from(u32::MAX) {
-            return None;
-        }
-        out.extend_from_slice(&(value as u32).to_be_bytes());
-    }
-    Some(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::options::context::*;
+    use crate::zmtp::SocketType as T;
 
     fn i(v: i32) -> [u8; 4] {
         v.to_ne_bytes()
@@ -1340,11 +1256,11 @@ mod tests {
 
     #[test]
     fn defaults() {
-        let o = Options::new(DEALER);
+        let o = Options::new(T::Dealer);
         for &(opt, dflt, _, _) in INT_OPTS {
             assert_eq!(get_int(&o, opt), dflt, "option {opt}");
         }
-        assert_eq!(get_int(&o, TYPE), DEALER);
+        assert_eq!(get_int(&o, TYPE), T::Dealer as i32);
         assert_eq!(get_int(&o, MECHANISM), NULL);
         assert_eq!(get_int(&o, PLAIN_SERVER), 0);
         assert_eq!(get_int(&o, HEARTBEAT_TTL), 0);
@@ -1363,14 +1279,14 @@ mod tests {
             assert_eq!(o.get(opt).unwrap(), OptValue::Str(vec![]), "option {opt}");
         }
         assert!(o.stream_notify && !o.raw_socket && !o.recv_routing_id && o.zero_copy);
-        assert!(Options::new(STREAM).raw_socket);
-        assert!(Options::new(ROUTER).recv_routing_id);
+        assert!(Options::new(T::Stream).raw_socket);
+        assert!(Options::new(T::Router).recv_routing_id);
     }
 
     #[test]
     fn int_round_trips_and_range() {
         for &(opt, _, good, bad) in INT_OPTS {
-            let mut o = Options::new(PAIR);
+            let mut o = Options::new(T::Pair);
             assert_eq!(
                 o.set(opt, &i(good)),
                 Ok(Applied::Stored).map(|a| if opt == SNDHWM || opt == RCVHWM {
@@ -1402,7 +1318,7 @@ mod tests {
 
     #[test]
     fn relaxed_bools() {
-        let mut o = Options::new(SUB);
+        let mut o = Options::new(T::Sub);
         o.set(INVERT_MATCHING, &i(7)).unwrap();
         assert_eq!(get_int(&o, INVERT_MATCHING), 1);
         o.set(MULTICAST_LOOP, &i(-3)).unwrap();
@@ -1414,7 +1330,7 @@ mod tests {
 
     #[test]
     fn sixty_four_bit_options() {
-        let mut o = Options::new(PUSH);
+        let mut o = Options::new(T::Push);
         o.set(AFFINITY, &3u64.to_ne_bytes()).unwrap();
         assert_eq!(o.get(AFFINITY).unwrap(), OptValue::UInt64(3));
         o.set(MAXMSGSIZE, &(-5i64).to_ne_bytes()).unwrap();
@@ -1433,7 +1349,7 @@ mod tests {
 
     #[test]
     fn heartbeat_ttl_in_deciseconds() {
-        let mut o = Options::new(DEALER);
+        let mut o = Options::new(T::Dealer);
         o.set(HEARTBEAT_TTL, &i(1234)).unwrap();
         assert_eq!(o.heartbeat_ttl, 12);
         assert_eq!(get_int(&o, HEARTBEAT_TTL), 1200);
@@ -1450,7 +1366,7 @@ mod tests {
 
     #[test]
     fn routing_id() {
-        let mut o = Options::new(DEALER);
+        let mut o = Options::new(T::Dealer);
         assert_eq!(o.set(ROUTING_ID, b""), Err(Error::Inval));
         assert_eq!(o.set(ROUTING_ID, &[1u8; 256]), Err(Error::Inval));
         o.set(ROUTING_ID, &[7u8; 255]).unwrap();
@@ -1471,7 +1387,7 @@ mod tests {
 
     #[test]
     fn strings() {
-        let mut o = Options::new(PUSH);
+        let mut o = Options::new(T::Push);
         // SOCKS_PROXY: NULL clears, non-NULL empty is EINVAL, any length otherwise.
         o.set(SOCKS_PROXY, b"127.0.0.1:1080").unwrap();
         assert_eq!(
@@ -1519,7 +1435,7 @@ mod tests {
 
     #[test]
     fn int_buffers_must_be_exact() {
-        let o = Options::new(PAIR);
+        let o = Options::new(T::Pair);
         let v = o.get(SNDHWM).unwrap();
         assert_eq!(v.write_to(&mut [0u8; 8]), Err(Error::Inval));
         assert_eq!(v.write_to(&mut [0u8; 2]), Err(Error::Inval));
@@ -1542,7 +1458,7 @@ mod tests {
 
     #[test]
     fn plain_mechanism() {
-        let mut o = Options::new(REP);
+        let mut o = Options::new(T::Rep);
         o.set(PLAIN_SERVER, &i(1)).unwrap();
         assert_eq!(get_int(&o, MECHANISM), PLAIN);
         assert_eq!(get_int(&o, PLAIN_SERVER), 1);
@@ -1550,7 +1466,7 @@ mod tests {
         o.set(PLAIN_SERVER, &i(0)).unwrap();
         assert_eq!(get_int(&o, MECHANISM), NULL);
 
-        let mut c = Options::new(REQ);
+        let mut c = Options::new(T::Req);
         c.set(PLAIN_USERNAME, b"admin").unwrap();
         assert_eq!(get_int(&c, MECHANISM), PLAIN);
         assert_eq!(get_int(&c, PLAIN_SERVER), 0);
@@ -1570,7 +1486,7 @@ mod tests {
         assert_eq!(get_int(&c, MECHANISM), NULL);
         assert_eq!(c.plain_username, b"admin");
         // A username after PLAIN_SERVER makes the socket a client.
-        let mut s = Options::new(REP);
+        let mut s = Options::new(T::Rep);
         s.set(PLAIN_SERVER, &i(1)).unwrap();
         s.set(PLAIN_USERNAME, b"x").unwrap();
         assert_eq!(get_int(&s, PLAIN_SERVER), 0);
@@ -1578,7 +1494,7 @@ mod tests {
 
     #[test]
     fn features_not_built() {
-        let mut o = Options::new(DEALER);
+        let mut o = Options::new(T::Dealer);
         for opt in [
             GSSAPI_SERVER,
             GSSAPI_PRINCIPAL,
@@ -1613,9 +1529,9 @@ mod tests {
             assert_eq!(o.set(opt, &i(1)), Err(Error::Inval), "option {opt}");
             assert_eq!(o.get(opt), Err(Error::Inval), "option {opt}");
         }
-        let mut r = Options::new(ROUTER);
+        let mut r = Options::new(T::Router);
         assert_eq!(r.set(ROUTER_NOTIFY, &i(1)), Err(Error::Inval));
-        let mut x = Options::new(XSUB);
+        let mut x = Options::new(T::XSub);
         assert_eq!(x.set(XSUB_VERBOSE_UNSUBSCRIBE, &i(1)), Err(Error::Inval));
         assert_eq!(get_int(&o, MECHANISM), NULL);
     }
@@ -1624,10 +1540,10 @@ mod tests {
     fn curve_keys_when_built() {
         // Z85 test vector of ZeroMQ RFC 32.
         let raw = [0x86, 0x4F, 0xD2, 0x6F, 0xB5, 0x59, 0xF7, 0x5B];
-        assert_eq!(z85_decode(b"HelloWorld").unwrap(), raw);
+        assert_eq!(z85::decode(b"HelloWorld").unwrap(), raw);
         let mut key = [0u8; 32];
         key[..8].copy_from_slice(&raw);
-        let text = z85_encode(&key);
+        let text = z85::encode_key(&key);
         assert_eq!(&text[..10], b"HelloWorld");
         assert_eq!(parse_curve_key(&key), Some(key));
         assert_eq!(parse_curve_key(&text), Some(key));
@@ -1651,7 +1567,7 @@ mod tests {
 
         // Through set/get, as libzmq built with libsodium.
         const { assert!(HAVE_CURVE) };
-        let mut o = Options::new(DEALER);
+        let mut o = Options::new(T::Dealer);
         assert_eq!(get_int(&o, CURVE_SERVER), 0);
         o.set(CURVE_SERVER, &i(1)).unwrap();
         assert_eq!(get_int(&o, MECHANISM), CURVE);
@@ -1679,7 +1595,7 @@ mod tests {
 
     #[test]
     fn unknown_and_read_only_options() {
-        let mut o = Options::new(PAIR);
+        let mut o = Options::new(T::Pair);
         for opt in [0, 1, 2, 3, 10, 20, 26, 29, 30, 67, 82, 83, 125, 1000, -1] {
             assert_eq!(o.set(opt, &i(1)), Err(Error::Inval), "option {opt}");
             assert_eq!(o.get(opt), Err(Error::Inval), "option {opt}");
@@ -1712,11 +1628,11 @@ mod tests {
 
     #[test]
     fn write_only_options() {
-        let mut sub = Options::new(SUB);
+        let mut sub = Options::new(T::Sub);
         sub.set(SUBSCRIBE, b"a").unwrap();
-        let mut router = Options::new(ROUTER);
+        let mut router = Options::new(T::Router);
         router.set(ROUTER_MANDATORY, &i(1)).unwrap();
-        let mut xpub = Options::new(XPUB);
+        let mut xpub = Options::new(T::XPub);
         xpub.set(XPUB_VERBOSE, &i(1)).unwrap();
         for (o, opts) in [
             (
@@ -1765,7 +1681,7 @@ mod tests {
 
     #[test]
     fn subscriptions() {
-        let mut sub = Options::new(SUB);
+        let mut sub = Options::new(T::Sub);
         assert_eq!(sub.set(SUBSCRIBE, b""), Ok(Applied::Subscribe(vec![])));
         assert_eq!(sub.set_null(SUBSCRIBE), Ok(Applied::Subscribe(vec![])));
         assert_eq!(
@@ -1773,14 +1689,24 @@ mod tests {
             Ok(Applied::Unsubscribe(b"topic".to_vec()))
         );
         for t in [
-            PAIR, PUB, REQ, REP, DEALER, ROUTER, PULL, PUSH, XPUB, XSUB, STREAM,
+            T::Pair,
+            T::Pub,
+            T::Req,
+            T::Rep,
+            T::Dealer,
+            T::Router,
+            T::Pull,
+            T::Push,
+            T::XPub,
+            T::XSub,
+            T::Stream,
         ] {
             let mut o = Options::new(t);
-            assert_eq!(o.set(SUBSCRIBE, b"a"), Err(Error::Inval), "type {t}");
-            assert_eq!(o.set(UNSUBSCRIBE, b"a"), Err(Error::Inval), "type {t}");
+            assert_eq!(o.set(SUBSCRIBE, b"a"), Err(Error::Inval), "type {t:?}");
+            assert_eq!(o.set(UNSUBSCRIBE, b"a"), Err(Error::Inval), "type {t:?}");
         }
         // XPUB and PUB accept them in manual mode.
-        for t in [XPUB, PUB] {
+        for t in [T::XPub, T::Pub] {
             let mut o = Options::new(t);
             o.set(XPUB_MANUAL, &i(1)).unwrap();
             assert_eq!(
@@ -1798,7 +1724,7 @@ mod tests {
 
     #[test]
     fn router_options() {
-        let mut o = Options::new(ROUTER);
+        let mut o = Options::new(T::Router);
         for opt in [ROUTER_MANDATORY, ROUTER_HANDOVER, PROBE_ROUTER] {
             assert_eq!(o.set(opt, &i(5)), Ok(Applied::PatternFlag(opt)));
             assert_eq!(o.set(opt, &i(-1)), Err(Error::Inval));
@@ -1820,14 +1746,24 @@ mod tests {
         assert_eq!(o.set(STREAM_NOTIFY, &i(0)), Err(Error::Inval));
         // Not on other socket types.
         for t in [
-            PAIR, PUB, SUB, REQ, REP, DEALER, PULL, PUSH, XPUB, XSUB, STREAM,
+            T::Pair,
+            T::Pub,
+            T::Sub,
+            T::Req,
+            T::Rep,
+            T::Dealer,
+            T::Pull,
+            T::Push,
+            T::XPub,
+            T::XSub,
+            T::Stream,
         ] {
             let mut x = Options::new(t);
             for opt in [ROUTER_MANDATORY, ROUTER_RAW, ROUTER_HANDOVER] {
                 assert_eq!(
                     x.set(opt, &i(1)),
                     Err(Error::Inval),
-                    "type {t} option {opt}"
+                    "type {t:?} option {opt}"
                 );
             }
         }
@@ -1835,7 +1771,7 @@ mod tests {
 
     #[test]
     fn stream_options() {
-        let mut o = Options::new(STREAM);
+        let mut o = Options::new(T::Stream);
         assert_eq!(
             o.set(STREAM_NOTIFY, &i(0)),
             Ok(Applied::PatternFlag(STREAM_NOTIFY))
@@ -1845,39 +1781,60 @@ mod tests {
         o.set(CONNECT_ROUTING_ID, b"x").unwrap();
         assert_eq!(o.connect_routing_id.as_deref(), Some(&b"x"[..]));
         assert_eq!(o.set(PROBE_ROUTER, &i(1)), Err(Error::Inval));
-        for t in [PAIR, PUB, SUB, REQ, REP, DEALER, PULL, PUSH, XPUB, XSUB] {
+        for t in [
+            T::Pair,
+            T::Pub,
+            T::Sub,
+            T::Req,
+            T::Rep,
+            T::Dealer,
+            T::Pull,
+            T::Push,
+            T::XPub,
+            T::XSub,
+        ] {
             let mut x = Options::new(t);
             assert_eq!(
                 x.set(CONNECT_ROUTING_ID, b"x"),
                 Err(Error::Inval),
-                "type {t}"
+                "type {t:?}"
             );
-            assert_eq!(x.set(STREAM_NOTIFY, &i(1)), Err(Error::Inval), "type {t}");
+            assert_eq!(x.set(STREAM_NOTIFY, &i(1)), Err(Error::Inval), "type {t:?}");
         }
     }
 
     #[test]
     fn req_dealer_options() {
-        let mut req = Options::new(REQ);
+        let mut req = Options::new(T::Req);
         req.set(REQ_CORRELATE, &i(1)).unwrap();
         req.set(REQ_RELAXED, &i(1)).unwrap();
         req.set(PROBE_ROUTER, &i(1)).unwrap();
         assert!(req.req_correlate && req.req_relaxed && req.probe_router);
         assert_eq!(req.set(REQ_RELAXED, &i(-1)), Err(Error::Inval));
-        let mut dealer = Options::new(DEALER);
+        let mut dealer = Options::new(T::Dealer);
         dealer.set(PROBE_ROUTER, &i(1)).unwrap();
         assert_eq!(dealer.set(REQ_CORRELATE, &i(1)), Err(Error::Inval));
         assert_eq!(dealer.set(REQ_RELAXED, &i(1)), Err(Error::Inval));
-        for t in [PAIR, PUB, SUB, REP, PULL, PUSH, XPUB, XSUB, STREAM] {
+        for t in [
+            T::Pair,
+            T::Pub,
+            T::Sub,
+            T::Rep,
+            T::Pull,
+            T::Push,
+            T::XPub,
+            T::XSub,
+            T::Stream,
+        ] {
             let mut x = Options::new(t);
-            assert_eq!(x.set(PROBE_ROUTER, &i(1)), Err(Error::Inval), "type {t}");
-            assert_eq!(x.set(REQ_CORRELATE, &i(1)), Err(Error::Inval), "type {t}");
+            assert_eq!(x.set(PROBE_ROUTER, &i(1)), Err(Error::Inval), "type {t:?}");
+            assert_eq!(x.set(REQ_CORRELATE, &i(1)), Err(Error::Inval), "type {t:?}");
         }
     }
 
     #[test]
     fn xpub_options() {
-        for t in [XPUB, PUB] {
+        for t in [T::XPub, T::Pub] {
             let mut o = Options::new(t);
             o.set(XPUB_VERBOSER, &i(1)).unwrap();
             assert!(o.xpub_verbose && o.xpub_verboser);
@@ -1899,10 +1856,19 @@ mod tests {
             o.set(XPUB_WELCOME_MSG, b"").unwrap();
             assert_eq!(o.xpub_welcome_msg, None);
         }
-        let mut xsub = Options::new(XSUB);
+        let mut xsub = Options::new(T::XSub);
         xsub.set(ONLY_FIRST_SUBSCRIBE, &i(1)).unwrap();
         for t in [
-            PAIR, SUB, REQ, REP, DEALER, ROUTER, PULL, PUSH, XSUB, STREAM,
+            T::Pair,
+            T::Sub,
+            T::Req,
+            T::Rep,
+            T::Dealer,
+            T::Router,
+            T::Pull,
+            T::Push,
+            T::XSub,
+            T::Stream,
         ] {
             let mut x = Options::new(t);
             for opt in [
@@ -1915,18 +1881,22 @@ mod tests {
                 assert_eq!(
                     x.set(opt, &i(1)),
                     Err(Error::Inval),
-                    "type {t} option {opt}"
+                    "type {t:?} option {opt}"
                 );
             }
-            assert_eq!(x.set(XPUB_WELCOME_MSG, b"w"), Err(Error::Inval), "type {t}");
+            assert_eq!(
+                x.set(XPUB_WELCOME_MSG, b"w"),
+                Err(Error::Inval),
+                "type {t:?}"
+            );
         }
-        let mut sub = Options::new(SUB);
+        let mut sub = Options::new(T::Sub);
         assert_eq!(sub.set(ONLY_FIRST_SUBSCRIBE, &i(1)), Err(Error::Inval));
     }
 
     #[test]
     fn hwm_reports_pipe_update() {
-        let mut o = Options::new(PUSH);
+        let mut o = Options::new(T::Push);
         assert_eq!(o.set(SNDHWM, &i(10)), Ok(Applied::Hwm));
         assert_eq!(o.set(RCVHWM, &i(0)), Ok(Applied::Hwm));
         assert_eq!((o.sndhwm, o.rcvhwm), (10, 0));
@@ -1934,7 +1904,7 @@ mod tests {
 
     #[test]
     fn tcp_accept_filters() {
-        let mut o = Options::new(ROUTER);
+        let mut o = Options::new(T::Router);
         o.set(TCP_ACCEPT_FILTER, b"127.0.0.1").unwrap();
         o.set(TCP_ACCEPT_FILTER, b"192.168.0.0/16").unwrap();
         assert_eq!(o.tcp_accept_filters.len(), 2);
@@ -1976,7 +1946,7 @@ mod tests {
 
     #[test]
     fn ipc_filters() {
-        let mut o = Options::new(PULL);
+        let mut o = Options::new(T::Pull);
         assert!(o.ipc_peer_allowed(1, 2, 3, &[]));
         o.set(IPC_FILTER_UID, &1000u32.to_ne_bytes()).unwrap();
         o.set(IPC_FILTER_GID, &50u32.to_ne_bytes()).unwrap();
@@ -1996,7 +1966,7 @@ mod tests {
 
     #[test]
     fn metadata() {
-        let mut o = Options::new(DEALER);
+        let mut o = Options::new(T::Dealer);
         o.set(METADATA, b"X-color:red").unwrap();
         o.set(METADATA, b"X-color:blue").unwrap();
         o.set(METADATA, b"X-a:b:c").unwrap();
@@ -2026,20 +1996,20 @@ mod tests {
 
     #[test]
     fn conflate_and_ctx_inheritance() {
-        let mut o = Options::new(ROUTER);
+        let mut o = Options::new(T::Router);
         o.set(CONFLATE, &i(1)).unwrap();
         assert!(!o.effective_conflate());
-        let mut d = Options::new(DEALER);
+        let mut d = Options::new(T::Dealer);
         d.set(CONFLATE, &i(1)).unwrap();
         assert!(d.effective_conflate());
         let mut ctx = CtxOptions::new();
         ctx.set_int(IPV6, 1).unwrap();
         ctx.set_int(BLOCKY, 0).unwrap();
         ctx.set_int(ZERO_COPY_RECV, 0).unwrap();
-        let s = Options::with_ctx(PUSH, &ctx);
+        let s = Options::with_ctx(T::Push, &ctx);
         assert!(s.ipv6 && !s.zero_copy);
         assert_eq!(s.linger, 0);
-        assert_eq!(Options::with_ctx(PUSH, &CtxOptions::new()).linger, -1);
+        assert_eq!(Options::with_ctx(T::Push, &CtxOptions::new()).linger, -1);
     }
 
     #[test]
