@@ -27,25 +27,20 @@ mod lz {
         "/usr/local/lib/libzmq.so.5",
     ];
 
-    pub(crate) const PAIR: c_int = 0;
-    pub(crate) const PUB: c_int = 1;
-    pub(crate) const SUB: c_int = 2;
-    pub(crate) const DEALER: c_int = 5;
-    pub(crate) const ROUTER: c_int = 6;
-    pub(crate) const PULL: c_int = 7;
-    pub(crate) const PUSH: c_int = 8;
-    const SNDMORE: c_int = 2;
-    const LAST_ENDPOINT: c_int = 32;
-    pub(crate) const SUBSCRIBE: c_int = 6;
-    pub(crate) const RCVTIMEO: c_int = 27;
-    pub(crate) const SNDTIMEO: c_int = 28;
-    pub(crate) const LINGER: c_int = 17;
-    pub(crate) const CURVE_SERVER: c_int = 47;
-    pub(crate) const CURVE_PUBLICKEY: c_int = 48;
-    pub(crate) const CURVE_SECRETKEY: c_int = 49;
-    pub(crate) const CURVE_SERVERKEY: c_int = 50;
-    pub(crate) const HEARTBEAT_IVL: c_int = 75;
-    pub(crate) const HEARTBEAT_TIMEOUT: c_int = 77;
+    // The reference library's numbers are libzmq's, so rzmq-core's (their one definition).
+    use rzmq_core::options::LAST_ENDPOINT;
+    pub(crate) use rzmq_core::options::{
+        CURVE_PUBLICKEY, CURVE_SECRETKEY, CURVE_SERVER, CURVE_SERVERKEY, HEARTBEAT_IVL,
+        HEARTBEAT_TIMEOUT, LINGER, RCVTIMEO, SNDTIMEO, SUBSCRIBE,
+    };
+    use rzmq_core::SNDMORE;
+    pub(crate) const PAIR: c_int = SocketType::Pair as c_int;
+    pub(crate) const PUB: c_int = SocketType::Pub as c_int;
+    pub(crate) const SUB: c_int = SocketType::Sub as c_int;
+    pub(crate) const DEALER: c_int = SocketType::Dealer as c_int;
+    pub(crate) const ROUTER: c_int = SocketType::Router as c_int;
+    pub(crate) const PULL: c_int = SocketType::Pull as c_int;
+    pub(crate) const PUSH: c_int = SocketType::Push as c_int;
 
     /// `zmq_msg_t`: 64 opaque bytes, pointer-aligned.
     #[repr(C, align(8))]
