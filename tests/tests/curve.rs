@@ -320,23 +320,6 @@ fn lz_has_curve() -> bool {
     has
 }
 
-/// Z85 text of a 32-byte key (RFC 32).
-fn z85(key: &[u8; 32]) -> String {
-    const A: &[u8] =
-        b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
-    let mut out = String::new();
-    for c in key.chunks(4) {
-        let mut v = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
-        let mut d = [0u8; 5];
-        for x in d.iter_mut().rev() {
-            *x = A[(v % 85) as usize];
-            v /= 85;
-        }
-        out.push_str(std::str::from_utf8(&d).unwrap());
-    }
-    out
-}
-
 fn rz(ctx: &Context, ty: SocketType) -> rzmq_core::Socket {
     let mut s = ctx.socket(ty).unwrap();
     s.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
@@ -352,9 +335,8 @@ fn rz_server(s: &mut rzmq_core::Socket, server: &Keys) {
 
 fn rz_client(s: &mut rzmq_core::Socket, server_public: &[u8; 32], client: &Keys) {
     // Z85 text for one key, raw bytes for the others: both forms are accepted.
-    let z = z85(server_public);
-    s.set_option_raw(opt::CURVE_SERVERKEY, z.as_bytes())
-        .unwrap();
+    let z = z85::encode_key(server_public);
+    s.set_option_raw(opt::CURVE_SERVERKEY, &z).unwrap();
     s.set_option_raw(opt::CURVE_PUBLICKEY, &client.0).unwrap();
     s.set_option_raw(opt::CURVE_SECRETKEY, &client.1).unwrap();
 }
@@ -365,8 +347,9 @@ fn lz_server(s: &lz::Socket, server: &Keys) {
 }
 
 fn lz_client(s: &lz::Socket, server_public: &[u8; 32], client: &Keys) {
-    // Z85 with its NUL for one key, raw bytes for the others.
-    let mut z = z85(server_public).into_bytes();
+    // Z85 with its NUL for one key, raw bytes for the others (the reference library decodes
+    // what rzmq's z85 encoded).
+    let mut z = z85::encode_key(server_public).to_vec();
     z.push(0);
     s.set(lz::CURVE_SERVERKEY, &z);
     s.set(lz::CURVE_PUBLICKEY, &client.0);
