@@ -28,10 +28,8 @@ mod recv;
 use endpoints::{EndpointHandle, EndpointRec};
 use recv::RxSize;
 
-/// Don't block (`ZMQ_DONTWAIT`).
-pub const DONTWAIT: i32 = 1;
-/// More frames follow (`ZMQ_SNDMORE`).
-pub const SNDMORE: i32 = 2;
+pub use crate::options::{DONTWAIT, SNDMORE};
+
 /// `ZMQ_EVENTS` bit: a message can be received.
 pub const POLLIN: i16 = 1;
 /// `ZMQ_EVENTS` bit: a message can be sent.

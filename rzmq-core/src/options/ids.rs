@@ -1,8 +1,9 @@
 //! The socket option numbers of libzmq 4.3.5's `zmq.h` (and the DRAFT ones a stable build
 //! compiles), the values some of them take (mechanisms, GSSAPI name types, `RECONNECT_STOP`
-//! flags), and which options the socket answers itself. The one definition of these numbers:
-//! the rest of the crate, the C ABI and the tests name them from here (`include/zmq.h` is
-//! checked against them by rzmq-capi's tests/settings.rs). Imports nothing of the crate.
+//! flags), the send/receive flags, and which options the socket answers itself. The one
+//! definition of these numbers: the rest of the crate, the C ABI and the tests name them from
+//! here (`include/zmq.h` is checked against them by rzmq-capi's tests/settings.rs). Imports
+//! nothing of the crate.
 
 /// `ZMQ_AFFINITY`: I/O thread affinity bitmap (`u64`).
 pub const AFFINITY: i32 = 4;
@@ -264,6 +265,11 @@ pub const GSSAPI_NT_HOSTBASED: i32 = 0;
 pub const GSSAPI_NT_USER_NAME: i32 = 1;
 /// `ZMQ_GSSAPI_NT_KRB5_PRINCIPAL` name type.
 pub const GSSAPI_NT_KRB5_PRINCIPAL: i32 = 2;
+
+/// Send and receive flag: don't block (`ZMQ_DONTWAIT`).
+pub const DONTWAIT: i32 = 1;
+/// Send flag: more frames follow (`ZMQ_SNDMORE`).
+pub const SNDMORE: i32 = 2;
 
 /// True for options the socket answers itself rather than
 /// [`Options::get`](super::Options::get): `RCVMORE`, `FD`, `EVENTS`, `LAST_ENDPOINT`,
