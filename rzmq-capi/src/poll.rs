@@ -14,14 +14,8 @@ use rzmq_core::Error;
 use crate::errno::call;
 use crate::socket::sock_mut;
 
-/// `ZMQ_POLLIN`.
-pub const ZMQ_POLLIN: c_short = 1;
-/// `ZMQ_POLLOUT`.
-pub const ZMQ_POLLOUT: c_short = 2;
-/// `ZMQ_POLLERR`.
-pub const ZMQ_POLLERR: c_short = 4;
-/// `ZMQ_POLLPRI`.
-pub const ZMQ_POLLPRI: c_short = 8;
+// The poll bits are rzmq-core's (their one definition; C's `short` is `i16`).
+pub use rzmq_core::poll::{ZMQ_POLLERR, ZMQ_POLLIN, ZMQ_POLLOUT, ZMQ_POLLPRI};
 
 /// One entry of a `zmq_poll` set: a socket, or (when `socket` is NULL) a file descriptor.
 #[repr(C)]

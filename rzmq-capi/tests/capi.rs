@@ -9,31 +9,24 @@ use std::time::{Duration, Instant};
 
 use zmq::*;
 
-const ETERM: c_int = 156_384_712 + 53;
-const EFSM: c_int = 156_384_712 + 51;
+// The numbers come from rzmq-core, their one definition (include/zmq.h is checked against it
+// in tests/settings.rs).
+use rzmq_core::error::{EFSM, ETERM};
+use rzmq_core::options::{
+    EVENTS as ZMQ_EVENTS, FD as ZMQ_FD, LAST_ENDPOINT as ZMQ_LAST_ENDPOINT, LINGER as ZMQ_LINGER,
+    MAXMSGSIZE as ZMQ_MAXMSGSIZE, RCVMORE as ZMQ_RCVMORE, RCVTIMEO as ZMQ_RCVTIMEO,
+    ROUTING_ID as ZMQ_ROUTING_ID, SOCKS_PROXY as ZMQ_SOCKS_PROXY, SUBSCRIBE as ZMQ_SUBSCRIBE,
+    TYPE as ZMQ_TYPE,
+};
+use rzmq_core::{SocketType, DONTWAIT as ZMQ_DONTWAIT, SNDMORE as ZMQ_SNDMORE};
 
-const ZMQ_PAIR: c_int = 0;
-const ZMQ_PUB: c_int = 1;
-const ZMQ_REQ: c_int = 3;
-const ZMQ_REP: c_int = 4;
-const ZMQ_DEALER: c_int = 5;
-const ZMQ_PULL: c_int = 7;
-const ZMQ_PUSH: c_int = 8;
-
-const ZMQ_ROUTING_ID: c_int = 5;
-const ZMQ_SUBSCRIBE: c_int = 6;
-const ZMQ_RCVMORE: c_int = 13;
-const ZMQ_FD: c_int = 14;
-const ZMQ_EVENTS: c_int = 15;
-const ZMQ_TYPE: c_int = 16;
-const ZMQ_LINGER: c_int = 17;
-const ZMQ_MAXMSGSIZE: c_int = 22;
-const ZMQ_RCVTIMEO: c_int = 27;
-const ZMQ_LAST_ENDPOINT: c_int = 32;
-const ZMQ_SOCKS_PROXY: c_int = 68;
-
-const ZMQ_DONTWAIT: c_int = 1;
-const ZMQ_SNDMORE: c_int = 2;
+const ZMQ_PAIR: c_int = SocketType::Pair as c_int;
+const ZMQ_PUB: c_int = SocketType::Pub as c_int;
+const ZMQ_REQ: c_int = SocketType::Req as c_int;
+const ZMQ_REP: c_int = SocketType::Rep as c_int;
+const ZMQ_DEALER: c_int = SocketType::Dealer as c_int;
+const ZMQ_PULL: c_int = SocketType::Pull as c_int;
+const ZMQ_PUSH: c_int = SocketType::Push as c_int;
 
 fn errno() -> c_int {
     zmq_errno()

@@ -5,24 +5,141 @@
 use std::ffi::{c_int, c_void};
 
 use rzmq_core::options as o;
+use rzmq_core::{monitor, SocketType};
 use zmq::*;
 
 /// The `#define NAME VALUE` lines of include/zmq.h whose name starts with `prefix`.
 fn header_defines(prefix: &str) -> Vec<(String, i64)> {
     let h = include_str!("../../include/zmq.h");
-    h.lines()
-        .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            (w.next()? == "#define").then_some(())?;
-            let name = w.next()?;
-            let value = w.next()?;
-            let v = match value.strip_prefix("0x") {
-                Some(hex) => i64::from_str_radix(hex, 16).ok()?,
-                None => value.parse().ok()?,
-            };
-            name.starts_with(prefix).then(|| (name.to_string(), v))
-        })
-        .collect()
+    let mut out: Vec<(String, i64)> = Vec::new();
+    for l in h.lines() {
+        let mut w = l.split_whitespace();
+        if w.next() != Some("#define") {
+            continue;
+        }
+        let (Some(name), Some(value)) = (w.next(), w.next()) else {
+            continue;
+        };
+        let v = match value.strip_prefix("0x") {
+            Some(hex) => i64::from_str_radix(hex, 16).ok(),
+            // An alias of an earlier define (`#define ZMQ_XREQ ZMQ_DEALER`).
+            None => value.parse().ok().or_else(|| {
+                out.iter()
+                    .find(|(n, _)| n.as_str() == value)
+                    .map(|&(_, v)| v)
+            }),
+        };
+        if let Some(v) = v {
+            out.push((name.to_string(), v));
+        }
+    }
+    out.retain(|(n, _)| n.starts_with(prefix));
+    out
+}
+
+/// `("ZMQ_NAME", value)` for constants of one module, named as in zmq.h without `ZMQ_`.
+macro_rules! numbers {
+    ($m:path: $($n:ident),* $(,)?) => {{
+        use $m as m;
+        vec![$((concat!("ZMQ_", stringify!($n)).to_string(), i64::from(m::$n))),*]
+    }};
+}
+
+/// Every number include/zmq.h defines is the one the library uses: socket types
+/// ([`SocketType`]), socket and context option ids and values (rzmq-core's `options`, their one
+/// definition), send flags, monitor events, errno base, and the C ABI's own constants. A define
+/// the header gains must be added here (or to the short list of what is not a number).
+#[test]
+fn the_header_matches_the_library() {
+    let mut want: Vec<(String, i64)> = SocketType::ALL
+        .iter()
+        .map(|t| (format!("ZMQ_{}", t.name()), i64::from(t.as_i32())))
+        .collect();
+    want.extend([
+        (
+            "ZMQ_XREQ".to_string(),
+            i64::from(SocketType::Dealer.as_i32()),
+        ),
+        (
+            "ZMQ_XREP".to_string(),
+            i64::from(SocketType::Router.as_i32()),
+        ),
+    ]);
+    want.extend(numbers!(rzmq_core::options:
+        AFFINITY, ROUTING_ID, IDENTITY, SUBSCRIBE, UNSUBSCRIBE, RATE, RECOVERY_IVL, SNDBUF,
+        RCVBUF, RCVMORE, FD, EVENTS, TYPE, LINGER, RECONNECT_IVL, BACKLOG, RECONNECT_IVL_MAX,
+        MAXMSGSIZE, SNDHWM, RCVHWM, MULTICAST_HOPS, RCVTIMEO, SNDTIMEO, IPV4ONLY, LAST_ENDPOINT,
+        ROUTER_MANDATORY, FAIL_UNROUTABLE, ROUTER_BEHAVIOR, TCP_KEEPALIVE, TCP_KEEPALIVE_CNT,
+        TCP_KEEPALIVE_IDLE, TCP_KEEPALIVE_INTVL, TCP_ACCEPT_FILTER, IMMEDIATE,
+        DELAY_ATTACH_ON_CONNECT, XPUB_VERBOSE, ROUTER_RAW, IPV6, MECHANISM, PLAIN_SERVER,
+        PLAIN_USERNAME, PLAIN_PASSWORD, CURVE_SERVER, CURVE_PUBLICKEY, CURVE_SECRETKEY,
+        CURVE_SERVERKEY, PROBE_ROUTER, REQ_CORRELATE, REQ_RELAXED, CONFLATE, ZAP_DOMAIN,
+        ROUTER_HANDOVER, TOS, IPC_FILTER_PID, IPC_FILTER_UID, IPC_FILTER_GID, CONNECT_ROUTING_ID,
+        CONNECT_RID, GSSAPI_SERVER, GSSAPI_PRINCIPAL, GSSAPI_SERVICE_PRINCIPAL, GSSAPI_PLAINTEXT,
+        HANDSHAKE_IVL, SOCKS_PROXY, XPUB_NODROP, BLOCKY, XPUB_MANUAL, XPUB_WELCOME_MSG,
+        STREAM_NOTIFY, INVERT_MATCHING, HEARTBEAT_IVL, HEARTBEAT_TTL, HEARTBEAT_TIMEOUT,
+        XPUB_VERBOSER, CONNECT_TIMEOUT, TCP_MAXRT, THREAD_SAFE, MULTICAST_MAXTPDU,
+        VMCI_BUFFER_SIZE, VMCI_BUFFER_MIN_SIZE, VMCI_BUFFER_MAX_SIZE, VMCI_CONNECT_TIMEOUT,
+        USE_FD, GSSAPI_PRINCIPAL_NAMETYPE, GSSAPI_SERVICE_PRINCIPAL_NAMETYPE, BINDTODEVICE,
+        NULL, PLAIN, CURVE, GSSAPI, GSSAPI_NT_HOSTBASED, GSSAPI_NT_USER_NAME,
+        GSSAPI_NT_KRB5_PRINCIPAL,
+        IO_THREADS, MAX_SOCKETS, SOCKET_LIMIT, THREAD_PRIORITY, THREAD_SCHED_POLICY, MAX_MSGSZ,
+        MSG_T_SIZE, THREAD_AFFINITY_CPU_ADD, THREAD_AFFINITY_CPU_REMOVE, THREAD_NAME_PREFIX,
+        IO_THREADS_DFLT, MAX_SOCKETS_DFLT, THREAD_PRIORITY_DFLT, THREAD_SCHED_POLICY_DFLT,
+    ));
+    want.extend(numbers!(rzmq_core: DONTWAIT, SNDMORE));
+    want.push(("ZMQ_NOBLOCK".to_string(), i64::from(rzmq_core::DONTWAIT)));
+    want.extend(numbers!(monitor:
+        EVENT_CONNECTED, EVENT_CONNECT_DELAYED, EVENT_CONNECT_RETRIED, EVENT_LISTENING,
+        EVENT_BIND_FAILED, EVENT_ACCEPTED, EVENT_ACCEPT_FAILED, EVENT_CLOSED, EVENT_CLOSE_FAILED,
+        EVENT_DISCONNECTED, EVENT_MONITOR_STOPPED, EVENT_ALL, EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+        EVENT_HANDSHAKE_SUCCEEDED, EVENT_HANDSHAKE_FAILED_PROTOCOL, EVENT_HANDSHAKE_FAILED_AUTH,
+    ));
+    want.extend(numbers!(rzmq_core::error: HAUSNUMERO));
+    // The C ABI's own (rzmq-capi, named as in the header).
+    macro_rules! c_abi {
+        ($($n:ident),* $(,)?) => {
+            vec![$((stringify!($n).to_string(), i64::from(zmq::$n))),*]
+        };
+    }
+    want.extend(c_abi!(
+        ZMQ_VERSION_MAJOR,
+        ZMQ_VERSION_MINOR,
+        ZMQ_VERSION_PATCH,
+        ZMQ_MORE,
+        ZMQ_SRCFD,
+        ZMQ_SHARED,
+        ZMQ_POLLIN,
+        ZMQ_POLLOUT,
+        ZMQ_POLLERR,
+        ZMQ_POLLPRI,
+        ZMQ_STREAMER,
+        ZMQ_FORWARDER,
+        ZMQ_QUEUE,
+    ));
+    // Not numbers the library defines: build macros, the ZMTP/ZAP protocol error codes (the
+    // handshake's, checked by the monitor tests), rzmq's own (the_header_has_the_library_numbers)
+    // and values only C uses.
+    let not_ours = |n: &str| {
+        [
+            "ZMQ_PROTOCOL_ERROR_",
+            "ZMQ_RZMQ_",
+            "ZMQ_RDMA_",
+            "ZMQ_DEFINED_STDINT",
+            "ZMQ_GROUP_MAX_LENGTH",
+            "ZMQ_HAS_CAPABILITIES",
+            "ZMQ_HAVE_TIMERS",
+            "ZMQ_POLLITEMS_DFLT",
+        ]
+        .iter()
+        .any(|p| n.starts_with(p))
+    };
+    let mut got = header_defines("ZMQ_");
+    got.retain(|(n, _)| !not_ours(n));
+    got.sort();
+    got.dedup();
+    want.sort();
+    assert_eq!(got, want);
 }
 
 #[test]
@@ -71,7 +188,7 @@ fn socket_and_context_options_through_the_c_abi() {
     let ctx = zmq_ctx_new();
     assert!(!ctx.is_null());
     // SAFETY: a live context.
-    let s = unsafe { zmq_socket(ctx, 3) }; // REQ
+    let s = unsafe { zmq_socket(ctx, SocketType::Req as c_int) };
     assert!(!s.is_null());
     // Defaults: the environment's, else the built-in ones (the tests run without RZMQ_*).
     if std::env::var_os("RZMQ_RDMA_CURVE_PLAINTEXT").is_none() {

@@ -28,10 +28,8 @@ mod recv;
 use endpoints::{EndpointHandle, EndpointRec};
 use recv::RxSize;
 
-/// Don't block (`ZMQ_DONTWAIT`).
-pub const DONTWAIT: i32 = 1;
-/// More frames follow (`ZMQ_SNDMORE`).
-pub const SNDMORE: i32 = 2;
+pub use crate::options::{DONTWAIT, SNDMORE};
+
 /// `ZMQ_EVENTS` bit: a message can be received.
 pub const POLLIN: i16 = 1;
 /// `ZMQ_EVENTS` bit: a message can be sent.
@@ -97,12 +95,12 @@ impl Socket {
 
     fn new(ctx: Arc<CtxShared>, ty: SocketType, id: u64) -> Result<Socket> {
         let shared = Arc::new(SocketShared::new(id)?);
-        let options = Options::with_ctx(ty as i32, &ctx.ctx_options());
+        let options = Options::with_ctx(ty, &ctx.ctx_options());
         Ok(Socket {
             shared,
             ctx,
             ty,
-            pattern: pattern::new_pattern(ty as i32),
+            pattern: pattern::new_pattern(ty),
             pipes: PipeTable::new(),
             options,
             rcvmore: false,

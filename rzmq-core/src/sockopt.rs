@@ -319,9 +319,9 @@ impl SendFlags {
     /// No flag: block until the message is queued, and it is the last part.
     pub const NONE: SendFlags = SendFlags(0);
     /// Fail with `EAGAIN` instead of blocking.
-    pub const DONTWAIT: SendFlags = SendFlags(1); // ZMQ_DONTWAIT
+    pub const DONTWAIT: SendFlags = SendFlags(o::DONTWAIT);
     /// More parts of this message follow.
-    pub const MORE: SendFlags = SendFlags(2); // ZMQ_SNDMORE
+    pub const MORE: SendFlags = SendFlags(o::SNDMORE);
 
     /// The C ABI's integer.
     pub const fn bits(self) -> i32 {
@@ -342,7 +342,7 @@ impl RecvFlags {
     /// No flag: block until a message arrives.
     pub const NONE: RecvFlags = RecvFlags(0);
     /// Fail with `EAGAIN` instead of blocking.
-    pub const DONTWAIT: RecvFlags = RecvFlags(1); // ZMQ_DONTWAIT
+    pub const DONTWAIT: RecvFlags = RecvFlags(o::DONTWAIT);
 
     /// The C ABI's integer.
     pub const fn bits(self) -> i32 {

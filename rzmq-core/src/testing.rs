@@ -533,13 +533,15 @@ pub fn fuzz_endpoint(data: &[u8]) {
 }
 
 /// Socket option values as `zmq_setsockopt` takes them. Layout: `[option, type, value...]`
-/// (`type` mod 18 is the socket type). Covers every option's validation: CURVE keys (Z85),
+/// (`type` mod 12 picks the socket type from [`SocketType::ALL`](crate::SocketType::ALL), so
+/// numbers 0-11 are libzmq's). Covers every option's validation: CURVE keys (Z85),
 /// `ZMQ_TCP_ACCEPT_FILTER`, routing ids, subscriptions, integers of the wrong size.
 pub fn fuzz_sockopt(data: &[u8]) {
     let [opt, t, value @ ..] = data else {
         return;
     };
-    let mut o = Options::new(i32::from(*t % 18));
+    let mut o =
+        Options::new(crate::SocketType::ALL[usize::from(*t) % crate::SocketType::ALL.len()]);
     let opt = i32::from(*opt);
     let _ = o.set(opt, value);
     let _ = o.get(opt);

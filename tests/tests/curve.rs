@@ -27,25 +27,20 @@ mod lz {
         "/usr/local/lib/libzmq.so.5",
     ];
 
-    pub(crate) const PAIR: c_int = 0;
-    pub(crate) const PUB: c_int = 1;
-    pub(crate) const SUB: c_int = 2;
-    pub(crate) const DEALER: c_int = 5;
-    pub(crate) const ROUTER: c_int = 6;
-    pub(crate) const PULL: c_int = 7;
-    pub(crate) const PUSH: c_int = 8;
-    const SNDMORE: c_int = 2;
-    const LAST_ENDPOINT: c_int = 32;
-    pub(crate) const SUBSCRIBE: c_int = 6;
-    pub(crate) const RCVTIMEO: c_int = 27;
-    pub(crate) const SNDTIMEO: c_int = 28;
-    pub(crate) const LINGER: c_int = 17;
-    pub(crate) const CURVE_SERVER: c_int = 47;
-    pub(crate) const CURVE_PUBLICKEY: c_int = 48;
-    pub(crate) const CURVE_SECRETKEY: c_int = 49;
-    pub(crate) const CURVE_SERVERKEY: c_int = 50;
-    pub(crate) const HEARTBEAT_IVL: c_int = 75;
-    pub(crate) const HEARTBEAT_TIMEOUT: c_int = 77;
+    // The reference library's numbers are libzmq's, so rzmq-core's (their one definition).
+    use rzmq_core::options::LAST_ENDPOINT;
+    pub(crate) use rzmq_core::options::{
+        CURVE_PUBLICKEY, CURVE_SECRETKEY, CURVE_SERVER, CURVE_SERVERKEY, HEARTBEAT_IVL,
+        HEARTBEAT_TIMEOUT, LINGER, RCVTIMEO, SNDTIMEO, SUBSCRIBE,
+    };
+    use rzmq_core::SNDMORE;
+    pub(crate) const PAIR: c_int = SocketType::Pair as c_int;
+    pub(crate) const PUB: c_int = SocketType::Pub as c_int;
+    pub(crate) const SUB: c_int = SocketType::Sub as c_int;
+    pub(crate) const DEALER: c_int = SocketType::Dealer as c_int;
+    pub(crate) const ROUTER: c_int = SocketType::Router as c_int;
+    pub(crate) const PULL: c_int = SocketType::Pull as c_int;
+    pub(crate) const PUSH: c_int = SocketType::Push as c_int;
 
     /// `zmq_msg_t`: 64 opaque bytes, pointer-aligned.
     #[repr(C, align(8))]
@@ -326,23 +321,6 @@ fn require_lz_curve() {
     );
 }
 
-/// Z85 text of a 32-byte key (RFC 32).
-fn z85(key: &[u8; 32]) -> String {
-    const A: &[u8] =
-        b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
-    let mut out = String::new();
-    for c in key.chunks(4) {
-        let mut v = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
-        let mut d = [0u8; 5];
-        for x in d.iter_mut().rev() {
-            *x = A[(v % 85) as usize];
-            v /= 85;
-        }
-        out.push_str(std::str::from_utf8(&d).unwrap());
-    }
-    out
-}
-
 fn rz(ctx: &Context, ty: SocketType) -> rzmq_core::Socket {
     let mut s = ctx.socket(ty).unwrap();
     s.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
@@ -358,9 +336,8 @@ fn rz_server(s: &mut rzmq_core::Socket, server: &Keys) {
 
 fn rz_client(s: &mut rzmq_core::Socket, server_public: &[u8; 32], client: &Keys) {
     // Z85 text for one key, raw bytes for the others: both forms are accepted.
-    let z = z85(server_public);
-    s.set_option_raw(opt::CURVE_SERVERKEY, z.as_bytes())
-        .unwrap();
+    let z = z85::encode_key(server_public);
+    s.set_option_raw(opt::CURVE_SERVERKEY, &z).unwrap();
     s.set_option_raw(opt::CURVE_PUBLICKEY, &client.0).unwrap();
     s.set_option_raw(opt::CURVE_SECRETKEY, &client.1).unwrap();
 }
@@ -371,8 +348,9 @@ fn lz_server(s: &lz::Socket, server: &Keys) {
 }
 
 fn lz_client(s: &lz::Socket, server_public: &[u8; 32], client: &Keys) {
-    // Z85 with its NUL for one key, raw bytes for the others.
-    let mut z = z85(server_public).into_bytes();
+    // Z85 with its NUL for one key, raw bytes for the others (the reference library decodes
+    // what rzmq's z85 encoded).
+    let mut z = z85::encode_key(server_public).to_vec();
     z.push(0);
     s.set(lz::CURVE_SERVERKEY, &z);
     s.set(lz::CURVE_PUBLICKEY, &client.0);

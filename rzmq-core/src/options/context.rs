@@ -3,8 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use super::socket::{as_int, BLOCKY, IPV6};
-use super::{HUGE_PAGES, TCP_LOCAL_CC};
+use super::ids::{BLOCKY, IPV6};
+use super::rzmq::{HUGE_PAGES, TCP_LOCAL_CC};
+use super::value::as_int;
 use crate::env;
 use crate::error::{Error, Result};
 

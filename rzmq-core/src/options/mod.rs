@@ -50,13 +50,30 @@
 //! `0x525A0000`; their defaults come from `RZMQ_*` variables read by [`crate::env`], the one reader
 //! of the environment (docs/SETTINGS.md).
 
-pub mod context;
+// Bottom up (docs/ARCHITECTURE.md states the order): the numbers, values and parsers; rzmq's and
+// the context's options; a socket's options and their defaults; setting and getting them.
+mod curve;
+mod filter;
+mod ids;
+mod value;
 
+pub mod context;
 pub mod rzmq;
+
 pub mod socket;
 
+mod get;
+mod set;
+
+#[cfg(test)]
+mod tests;
+
 pub use self::context::*;
-pub use self::socket::*;
+pub use self::curve::HAVE_CURVE;
+pub use self::filter::TcpAcceptFilter;
+pub use self::ids::*;
+pub use self::socket::Options;
+pub use self::value::{Applied, OptValue};
 
 pub use self::rzmq::{
     RzmqOptions, BUSY_POLL_US, DIRECT, DIRECT_RX, FRAMED, FRAMED_NAP_EMPTY, FRAMED_NAP_US,

@@ -5,9 +5,10 @@
 
 use super::fq::Fq;
 use super::lb::Lb;
-use super::{opt, opt_bool, Pattern, PipeId, PipeTable};
+use super::{opt_bool, Pattern, PipeId, PipeTable};
 use crate::error::{Error, Result};
 use crate::msg::Msg;
+use crate::options as opt;
 
 /// The DEALER pattern (also the transport under REQ).
 #[derive(Default)]

@@ -8,7 +8,8 @@
 //!
 //! Each socket type mirrors its libzmq 4.3.5 counterpart (`src/<type>.cpp`), built from the same
 //! parts: [`lb`] (load balancer), [`fq`] (fair queue), [`dist`] (fan-out) and [`trie`]
-//! (subscriptions). [`new_pattern`] builds the pattern for a libzmq socket-type number.
+//! (subscriptions). [`new_pattern`] builds the pattern of a [`SocketType`]; the option numbers
+//! patterns read are [`crate::options`]'s.
 //!
 //! # How the socket drives a pattern
 //! - Calls arrive as the [`Pattern`] trait documents; after *every* call the socket drains
@@ -33,6 +34,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::msg::{Metadata, Msg};
 use crate::pipe::{Reader, Writer};
+use crate::zmtp::SocketType;
 
 mod array;
 pub(crate) mod dealer;
@@ -54,74 +56,6 @@ pub(crate) mod trie;
 mod proptests;
 #[cfg(test)]
 mod testutil;
-
-/// libzmq socket-type numbers (`ZMQ_PAIR` ...).
-pub(crate) mod socket_type {
-    /// `ZMQ_PAIR`.
-    pub(crate) const PAIR: i32 = 0;
-    /// `ZMQ_PUB`.
-    pub(crate) const PUB: i32 = 1;
-    /// `ZMQ_SUB`.
-    pub(crate) const SUB: i32 = 2;
-    /// `ZMQ_REQ`.
-    pub(crate) const REQ: i32 = 3;
-    /// `ZMQ_REP`.
-    pub(crate) const REP: i32 = 4;
-    /// `ZMQ_DEALER`.
-    pub(crate) const DEALER: i32 = 5;
-    /// `ZMQ_ROUTER`.
-    pub(crate) const ROUTER: i32 = 6;
-    /// `ZMQ_PULL`.
-    pub(crate) const PULL: i32 = 7;
-    /// `ZMQ_PUSH`.
-    pub(crate) const PUSH: i32 = 8;
-    /// `ZMQ_XPUB`.
-    pub(crate) const XPUB: i32 = 9;
-    /// `ZMQ_XSUB`.
-    pub(crate) const XSUB: i32 = 10;
-    /// `ZMQ_STREAM`.
-    pub(crate) const STREAM: i32 = 11;
-}
-
-/// The libzmq option numbers patterns consume.
-pub(crate) mod opt {
-    /// `ZMQ_SUBSCRIBE`: topic bytes.
-    pub(crate) const SUBSCRIBE: i32 = 6;
-    /// `ZMQ_UNSUBSCRIBE`: topic bytes.
-    pub(crate) const UNSUBSCRIBE: i32 = 7;
-    /// `ZMQ_ROUTER_MANDATORY`: int (bool).
-    pub(crate) const ROUTER_MANDATORY: i32 = 33;
-    /// `ZMQ_XPUB_VERBOSE`: int (bool).
-    pub(crate) const XPUB_VERBOSE: i32 = 40;
-    /// `ZMQ_ROUTER_RAW`: int (bool).
-    pub(crate) const ROUTER_RAW: i32 = 41;
-    /// `ZMQ_PROBE_ROUTER`: int (bool).
-    pub(crate) const PROBE_ROUTER: i32 = 51;
-    /// `ZMQ_REQ_CORRELATE`: int (bool).
-    pub(crate) const REQ_CORRELATE: i32 = 52;
-    /// `ZMQ_REQ_RELAXED`: int (bool).
-    pub(crate) const REQ_RELAXED: i32 = 53;
-    /// `ZMQ_ROUTER_HANDOVER`: int (bool).
-    pub(crate) const ROUTER_HANDOVER: i32 = 56;
-    /// `ZMQ_XPUB_NODROP`: int (bool).
-    pub(crate) const XPUB_NODROP: i32 = 69;
-    /// `ZMQ_XPUB_MANUAL`: int (bool).
-    pub(crate) const XPUB_MANUAL: i32 = 71;
-    /// `ZMQ_XPUB_WELCOME_MSG`: bytes (empty: none).
-    pub(crate) const XPUB_WELCOME_MSG: i32 = 72;
-    /// `ZMQ_STREAM_NOTIFY`: int (bool), default on.
-    pub(crate) const STREAM_NOTIFY: i32 = 73;
-    /// `ZMQ_INVERT_MATCHING`: int (bool).
-    pub(crate) const INVERT_MATCHING: i32 = 74;
-    /// `ZMQ_XPUB_VERBOSER`: int (bool).
-    pub(crate) const XPUB_VERBOSER: i32 = 78;
-    /// `ZMQ_XPUB_MANUAL_LAST_VALUE` (draft): int (bool).
-    pub(crate) const XPUB_MANUAL_LAST_VALUE: i32 = 98;
-    /// `ZMQ_ONLY_FIRST_SUBSCRIBE` (draft): int (bool).
-    pub(crate) const ONLY_FIRST_SUBSCRIBE: i32 = 108;
-    /// `ZMQ_XSUB_VERBOSE_UNSUBSCRIBE` (draft): int (bool).
-    pub(crate) const XSUB_VERBOSE_UNSUBSCRIBE: i32 = 115;
-}
 
 /// Reads a boolean socket option (a 4-byte native-endian int, non-zero is true).
 pub(crate) fn opt_bool(value: &[u8]) -> Result<bool> {
@@ -170,33 +104,23 @@ impl Hasher for IdHasher {
 /// A map keyed by [`PipeId`] with the cheap [`IdHasher`].
 pub(crate) type IdMap<V> = HashMap<PipeId, V, BuildHasherDefault<IdHasher>>;
 
-/// Builds the pattern for a libzmq socket-type number; panics on a number that is not one of
-/// PAIR..STREAM (0..=11): the socket layer validates the type first (see [`try_new_pattern`]).
-pub(crate) fn new_pattern(socket_type: i32) -> Box<dyn Pattern> {
-    match try_new_pattern(socket_type) {
-        Ok(p) => p,
-        Err(_) => panic!("rzmq: no pattern for socket type {socket_type}"),
+/// Builds the pattern of a socket type (an unknown libzmq number never gets this far: it is
+/// refused with `EINVAL` where it enters, by [`SocketType::from_raw`]).
+pub(crate) fn new_pattern(socket_type: SocketType) -> Box<dyn Pattern> {
+    match socket_type {
+        SocketType::Pair => Box::new(pair::Pair::new()),
+        SocketType::Pub => Box::new(pubsub::XPub::new_pub()),
+        SocketType::Sub => Box::new(sub::XSub::new_sub()),
+        SocketType::Req => Box::new(req::Req::new()),
+        SocketType::Rep => Box::new(rep::Rep::new()),
+        SocketType::Dealer => Box::new(dealer::Dealer::new()),
+        SocketType::Router => Box::new(router::Router::new()),
+        SocketType::Pull => Box::new(pull::Pull::new()),
+        SocketType::Push => Box::new(push::Push::new()),
+        SocketType::XPub => Box::new(pubsub::XPub::new_xpub()),
+        SocketType::XSub => Box::new(sub::XSub::new_xsub()),
+        SocketType::Stream => Box::new(stream::Stream::new()),
     }
-}
-
-/// Builds the pattern for a libzmq socket-type number, or `Error::Inval` for an unknown one.
-pub(crate) fn try_new_pattern(socket_type: i32) -> Result<Box<dyn Pattern>> {
-    use self::socket_type as t;
-    Ok(match socket_type {
-        t::PAIR => Box::new(pair::Pair::new()),
-        t::PUB => Box::new(pubsub::XPub::new_pub()),
-        t::SUB => Box::new(sub::XSub::new_sub()),
-        t::REQ => Box::new(req::Req::new()),
-        t::REP => Box::new(rep::Rep::new()),
-        t::DEALER => Box::new(dealer::Dealer::new()),
-        t::ROUTER => Box::new(router::Router::new()),
-        t::PULL => Box::new(pull::Pull::new()),
-        t::PUSH => Box::new(push::Push::new()),
-        t::XPUB => Box::new(pubsub::XPub::new_xpub()),
-        t::XSUB => Box::new(sub::XSub::new_xsub()),
-        t::STREAM => Box::new(stream::Stream::new()),
-        _ => return Err(Error::Inval),
-    })
 }
 
 /// Identifies an attached pipe; ids are never reused within a socket's lifetime.
@@ -396,31 +320,30 @@ mod tests {
         let mut t = PipeTable::new();
         // Which side of each type refuses with ENOTSUP, as libzmq's default xsend/xrecv.
         let cases = [
-            (socket_type::PAIR, false, false),
-            (socket_type::PUB, false, true),
-            (socket_type::SUB, true, false),
-            (socket_type::REQ, false, false),
-            (socket_type::REP, false, false),
-            (socket_type::DEALER, false, false),
-            (socket_type::ROUTER, false, false),
-            (socket_type::PULL, true, false),
-            (socket_type::PUSH, false, true),
-            (socket_type::XPUB, false, false),
-            (socket_type::XSUB, false, false),
-            (socket_type::STREAM, false, false),
+            (SocketType::Pair, false, false),
+            (SocketType::Pub, false, true),
+            (SocketType::Sub, true, false),
+            (SocketType::Req, false, false),
+            (SocketType::Rep, false, false),
+            (SocketType::Dealer, false, false),
+            (SocketType::Router, false, false),
+            (SocketType::Pull, true, false),
+            (SocketType::Push, false, true),
+            (SocketType::XPub, false, false),
+            (SocketType::XSub, false, false),
+            (SocketType::Stream, false, false),
         ];
         for (ty, send_notsup, recv_notsup) in cases {
             let mut p = new_pattern(ty);
             let s = p.send(frame(b"x", false), &mut t).map_err(|(_, e)| e);
-            assert_eq!(s == Err(Error::NotSup), send_notsup, "send on type {ty}");
+            assert_eq!(s == Err(Error::NotSup), send_notsup, "send on {ty:?}");
             assert_eq!(
                 p.recv(&mut t) == Err(Error::NotSup),
                 recv_notsup,
-                "recv on type {ty}"
+                "recv on {ty:?}"
             );
         }
-        assert!(try_new_pattern(12).is_err());
-        assert!(try_new_pattern(-1).is_err());
+        assert_eq!(cases.len(), SocketType::ALL.len());
     }
 
     #[test]

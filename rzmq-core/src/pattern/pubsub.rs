@@ -23,9 +23,10 @@ use std::collections::VecDeque;
 
 use super::dist::Dist;
 use super::trie::{MTrie, RmResult};
-use super::{opt, opt_bool, Pattern, PipeId, PipeTable};
+use super::{opt_bool, Pattern, PipeId, PipeTable};
 use crate::error::{Error, Result};
 use crate::msg::Msg;
+use crate::options as opt;
 
 struct Pending {
     msg: Msg,

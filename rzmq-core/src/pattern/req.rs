@@ -10,9 +10,10 @@
 //! discards whatever replies are already queued.
 
 use super::dealer::Dealer;
-use super::{opt, opt_bool, random_u32, Pattern, PipeId, PipeTable};
+use super::{opt_bool, random_u32, Pattern, PipeId, PipeTable};
 use crate::error::{Error, Result};
 use crate::msg::Msg;
+use crate::options as opt;
 
 /// The REQ pattern.
 pub(crate) struct Req {

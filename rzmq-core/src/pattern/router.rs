@@ -29,9 +29,10 @@
 use std::collections::HashMap;
 
 use super::fq::Fq;
-use super::{opt, opt_bool, random_u32, Pattern, PipeId, PipeTable};
+use super::{opt_bool, random_u32, Pattern, PipeId, PipeTable};
 use crate::error::{Error, Result};
 use crate::msg::Msg;
+use crate::options as opt;
 use crate::pipe::WriteError;
 
 /// Routing ids of identified pipes and the generator for new ones (libzmq's

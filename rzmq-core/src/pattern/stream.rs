@@ -18,9 +18,10 @@ use std::collections::VecDeque;
 
 use super::fq::Fq;
 use super::router::{close_raw, id_frame, RoutingIds};
-use super::{opt, opt_bool, IdMap, Pattern, PipeId, PipeTable};
+use super::{opt_bool, IdMap, Pattern, PipeId, PipeTable};
 use crate::error::{Error, Result};
 use crate::msg::Msg;
+use crate::options as opt;
 use crate::pipe::WriteError;
 
 #[derive(Default, Clone, Copy)]

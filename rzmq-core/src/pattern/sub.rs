@@ -17,9 +17,10 @@
 use super::dist::Dist;
 use super::fq::Fq;
 use super::trie::Trie;
-use super::{opt, opt_bool, IdMap, Pattern, PipeId, PipeTable};
+use super::{opt_bool, IdMap, Pattern, PipeId, PipeTable};
 use crate::error::{Error, Result};
 use crate::msg::Msg;
+use crate::options as opt;
 
 /// The SUB and XSUB patterns.
 pub(crate) struct XSub {

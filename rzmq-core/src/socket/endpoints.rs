@@ -14,11 +14,6 @@ use crate::pipe;
 use crate::transport::inproc::InprocPeer;
 use crate::transport::ConnSetup;
 
-/// The socket type as the layers below the socket name it (the same numbers).
-fn wire_type(ty: SocketType) -> crate::zmtp::SocketType {
-    crate::zmtp::SocketType::from_i32(ty as i32).unwrap_or(crate::zmtp::SocketType::Pair)
-}
-
 /// What a bound or connected endpoint holds so it can be undone.
 pub(super) enum EndpointHandle {
     /// A listener or connecting session on an I/O thread.
@@ -178,7 +173,7 @@ impl Socket {
     fn conn_setup(&self) -> ConnSetup {
         ConnSetup {
             socket: self.shared.clone(),
-            socket_type: wire_type(self.ty),
+            socket_type: self.ty,
             options: Arc::new(self.options.clone()),
             monitor: self.monitor.clone(),
             connect_routing_id: None,
@@ -190,7 +185,7 @@ impl Socket {
     fn inproc_peer(&self) -> InprocPeer {
         InprocPeer {
             socket: self.shared.clone(),
-            socket_type: wire_type(self.ty),
+            socket_type: self.ty,
             sndhwm: self.options.sndhwm,
             rcvhwm: self.options.rcvhwm,
             routing_id: self.options.routing_id.clone(),
