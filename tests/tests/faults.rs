@@ -302,6 +302,28 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Regression (found by the matrix): an rzmq context dropped without `term`, its sockets
+/// dropped too, left its I/O thread running with its epoll and eventfd: 2 fds and a thread
+/// leaked per context, in every cell.
+#[test]
+fn a_context_dropped_without_term_ends_its_io_thread() {
+    let _serial = serial();
+    // The first socket of the process may set up process-wide state: not counted.
+    drop(rzmq_core::Context::new().socket(T::Pull).unwrap());
+    let before = resources();
+    for i in 0..3u32 {
+        let ctx = rzmq_core::Context::new();
+        let mut pull = ctx.socket(T::Pull).unwrap();
+        pull.bind("tcp://127.0.0.1:*").unwrap();
+        let mut push = ctx.socket(T::Push).unwrap();
+        push.connect(pull.last_endpoint()).unwrap();
+        push.send(body(i, 10), 0).unwrap();
+        assert_eq!(pull.recv_bytes(0).unwrap(), body(i, 10));
+        drop((push, pull, ctx));
+    }
+    assert_eq!(leaked(before, Duration::from_secs(5)), (0, 0));
+}
+
 #[test]
 fn tcp_fault_matrix() {
     let _serial = serial();
