@@ -7,7 +7,7 @@
 //! order, never a hang, never a leak.
 //!
 //! `cargo test -p rzmq-tests --test faults -- --nocapture` prints the matrix;
-//! `FAULT_MATRIX_OUT=path` also writes it (as `path.tcp`). docs/FAULTS.md explains it.
+//! `FAULT_MATRIX_OUT=dir` also writes it to `dir/tcp.md`. docs/FAULTS.md explains it.
 
 #[path = "faults/matrix.rs"]
 #[allow(dead_code, unreachable_pub, missing_docs)]
@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use matrix::{body, leaked, report, resources, seq_of, Ctxs, Lib, Row, Seqs};
+use matrix::{body, leaked, report, resources, run_stream, seq_of, Ctxs, Lib, Row, Seqs, PHASE};
 use proxy::{Dir, Framing, Proxy};
 use rzmq_core::SocketType as T;
 
@@ -29,8 +29,6 @@ const PAD: usize = 1000;
 /// Messages delivered before the fault, and after it (past the messages in flight).
 const BEFORE: usize = 200;
 const AFTER: u32 = 200;
-/// A phase that does not finish in this long is a hang.
-const PHASE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
@@ -118,22 +116,6 @@ fn apply(proxy: &Proxy, fault: Fault, data: Dir) {
     }
 }
 
-/// Receives until `done` says so or [`PHASE`] passes; `false` on timeout (a hang).
-fn phase(rcv: &mut matrix::Peer, seqs: &mut Seqs, done: impl Fn(&Seqs, u32) -> bool) -> bool {
-    let deadline = Instant::now() + PHASE;
-    let mut last = 0;
-    while !done(seqs, last) {
-        if Instant::now() > deadline {
-            return false;
-        }
-        if let Some(m) = rcv.recv() {
-            last = seq_of(&m);
-            seqs.push(last);
-        }
-    }
-    true
-}
-
 /// One streaming cell: `p.sender` sends numbered messages without pause, `p.receiver` counts.
 fn stream_cell(p: &Pattern, s_lib: Lib, r_lib: Lib, fault: Fault) -> Row {
     let before = resources();
@@ -153,48 +135,17 @@ fn stream_cell(p: &Pattern, s_lib: Lib, r_lib: Lib, fault: Fault) -> Row {
     if p.receiver == T::XSub {
         assert!(rcv.send(&[&[1u8][..]]));
     }
-    let sent = Arc::new(AtomicU32::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
     let router = p.sender == T::Router;
-    let sender = {
-        let (sent, stop) = (sent.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut seq = 0u32;
-            while !stop.load(Ordering::SeqCst) {
-                let b = body(seq, PAD);
-                let ok = if router {
-                    snd.send(&[b"dealer", &b])
-                } else {
-                    snd.send(&[&b])
-                };
-                if ok {
-                    seq += 1;
-                    sent.store(seq, Ordering::SeqCst);
-                    if seq % 8 == 0 {
-                        std::thread::sleep(Duration::from_micros(100));
-                    }
-                }
-            }
-            snd
-        })
-    };
-    let mut seqs = Seqs::default();
-    let mut hung = !phase(&mut rcv, &mut seqs, |s, _| s.delivered >= BEFORE);
-    if !hung {
-        apply(&proxy, fault, data);
-        let mark = sent.load(Ordering::SeqCst);
-        hung = !phase(&mut rcv, &mut seqs, |_, last| last >= mark + AFTER);
-    }
-    stop.store(true, Ordering::SeqCst);
-    let snd = sender.join().expect("sender thread");
-    // What was still in flight.
-    let mut idle = 0;
-    while idle < 2 {
-        match rcv.recv() {
-            Some(m) => seqs.push(seq_of(&m)),
-            None => idle += 1,
-        }
-    }
+    let run = run_stream(
+        snd,
+        rcv,
+        router,
+        |_| PAD,
+        BEFORE,
+        AFTER,
+        || apply(&proxy, fault, data),
+    );
+    let (snd, rcv, seqs, hung, sent) = (run.snd, run.rcv, run.seqs, run.hung, run.sent);
     let reconnects = proxy.accepted().saturating_sub(1);
     drop((snd, rcv, proxy, ctxs));
     let (fds, threads) = leaked(before, Duration::from_secs(2));
@@ -203,7 +154,7 @@ fn stream_cell(p: &Pattern, s_lib: Lib, r_lib: Lib, fault: Fault) -> Row {
         pattern: p.name.into(),
         peers: format!("{}→{}", s_lib.name(), r_lib.name()),
         fault: format!("{fault:?}").to_lowercase(),
-        sent: sent.load(Ordering::SeqCst) as usize,
+        sent,
         delivered: seqs.delivered,
         duplicated: seqs.duplicated,
         reordered: seqs.reordered,
@@ -345,6 +296,7 @@ fn tcp_fault_matrix() {
         }
     }
     report(
+        "tcp",
         &format!(
             "tcp matrix ({} cells, {:.1} s)",
             rows.len(),

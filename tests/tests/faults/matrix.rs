@@ -4,6 +4,8 @@
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rzmq_core::options as opt;
@@ -280,14 +282,13 @@ pub fn table(rows: &[Row]) -> String {
     s
 }
 
-/// Prints the table and, with `FAULT_MATRIX_OUT=path`, writes it there (appending when the
-/// file was written by another matrix of this run: `FAULT_MATRIX_APPEND=1`).
-pub fn report(title: &str, rows: &[Row]) {
+/// Prints the table and, with `FAULT_MATRIX_OUT=dir`, writes it to `dir/<name>.md`.
+pub fn report(name: &str, title: &str, rows: &[Row]) {
     let t = format!("### {title}\n\n{}", table(rows));
     println!("{t}");
-    if let Ok(path) = std::env::var("FAULT_MATRIX_OUT") {
-        let path = format!("{path}.{}", title.split_whitespace().next().unwrap_or("m"));
-        std::fs::write(&path, &t).unwrap();
+    if let Ok(dir) = std::env::var("FAULT_MATRIX_OUT") {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(std::path::Path::new(&dir).join(format!("{name}.md")), &t).unwrap();
     }
 }
 
@@ -310,5 +311,96 @@ pub fn leaked(before: (i64, i64), settle: Duration) -> (i64, i64) {
             return (d.0.max(0), d.1.max(0));
         }
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A phase of a cell that does not finish in this long is a hang.
+pub const PHASE: Duration = Duration::from_secs(5);
+
+/// Receives until `done` says so or [`PHASE`] passes; `false` on timeout (a hang).
+pub fn phase(rcv: &mut Peer, seqs: &mut Seqs, done: impl Fn(&Seqs, u32) -> bool) -> bool {
+    let deadline = Instant::now() + PHASE;
+    let mut last = 0;
+    while !done(seqs, last) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        if let Some(m) = rcv.recv() {
+            last = seq_of(&m);
+            seqs.push(last);
+        }
+    }
+    true
+}
+
+/// What [`run_stream`] saw; the sockets come back for the caller to close.
+pub struct Stream {
+    pub snd: Peer,
+    pub rcv: Peer,
+    pub sent: usize,
+    pub seqs: Seqs,
+    pub hung: bool,
+}
+
+/// A streaming cell: a thread sends numbered messages (`pad(seq)` filler bytes each, to routing
+/// id `dealer` when `router`) as fast as the sender takes them; this thread receives `before`
+/// of them, calls `fault`, then receives until a message sent `after` messages past the fault
+/// arrives (the connection recovered), stops the sender and drains what was in flight.
+pub fn run_stream(
+    mut snd: Peer,
+    mut rcv: Peer,
+    router: bool,
+    pad: fn(u32) -> usize,
+    before: usize,
+    after: u32,
+    fault: impl FnOnce(),
+) -> Stream {
+    let sent = Arc::new(AtomicU32::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sender = {
+        let (sent, stop) = (sent.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut seq = 0u32;
+            while !stop.load(Ordering::SeqCst) {
+                let b = body(seq, pad(seq));
+                let ok = if router {
+                    snd.send(&[b"dealer", &b])
+                } else {
+                    snd.send(&[&b])
+                };
+                if ok {
+                    seq += 1;
+                    sent.store(seq, Ordering::SeqCst);
+                    if seq % 8 == 0 {
+                        std::thread::sleep(Duration::from_micros(100));
+                    }
+                }
+            }
+            snd
+        })
+    };
+    let mut seqs = Seqs::default();
+    let mut hung = !phase(&mut rcv, &mut seqs, |s, _| s.delivered >= before);
+    if !hung {
+        fault();
+        let mark = sent.load(Ordering::SeqCst);
+        hung = !phase(&mut rcv, &mut seqs, |_, last| last >= mark + after);
+    }
+    stop.store(true, Ordering::SeqCst);
+    let snd = sender.join().expect("sender thread");
+    // What was still in flight.
+    let mut idle = 0;
+    while idle < 2 {
+        match rcv.recv() {
+            Some(m) => seqs.push(seq_of(&m)),
+            None => idle += 1,
+        }
+    }
+    Stream {
+        snd,
+        rcv,
+        sent: sent.load(Ordering::SeqCst) as usize,
+        seqs,
+        hung,
     }
 }

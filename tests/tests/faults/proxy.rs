@@ -46,6 +46,10 @@ pub enum PacketFault {
     Duplicate,
     /// Hold it and forward it after the packet behind it (on the same wire).
     Swap,
+    /// At the next READ response with a payload, forward its header and half its payload,
+    /// then close the wire (FIN both sides): a QP error in the middle of an RDMA READ. Data
+    /// packets before it pass.
+    CutRead,
 }
 
 const PKT_HDR: usize = 48;
@@ -238,6 +242,11 @@ impl Proxy {
         self.ctl.packet.lock().unwrap().extend_from_slice(faults);
     }
 
+    /// Disarms the packet faults not applied yet.
+    pub fn clear_packet_faults(&self) {
+        self.ctl.packet.lock().unwrap().clear();
+    }
+
     /// Packet faults applied so far.
     pub fn packets_faulted(&self) -> usize {
         self.ctl.packets_faulted.load(Ordering::SeqCst)
@@ -381,10 +390,20 @@ fn pump_packets(src: &TcpStream, dst: &TcpStream, conn: &Conn, ctl: &Ctl, dir: D
         let data = (1..=4).contains(&kind);
         let fault = if data {
             let mut f = ctl.packet.lock().unwrap();
-            (!f.is_empty()).then(|| f.remove(0))
+            match f.first() {
+                Some(PacketFault::CutRead) if kind != 4 || len == 0 => None,
+                Some(_) => Some(f.remove(0)),
+                None => None,
+            }
         } else {
             None
         };
+        if fault == Some(PacketFault::CutRead) {
+            ctl.packets_faulted.fetch_add(1, Ordering::SeqCst);
+            let _ = (&*dst).write_all(&pkt[..PKT_HDR + len / 2]);
+            conn.close();
+            return;
+        }
         let mut out: Vec<Vec<u8>> = Vec::new();
         match fault {
             Some(PacketFault::Drop) => {}
@@ -393,6 +412,7 @@ fn pump_packets(src: &TcpStream, dst: &TcpStream, conn: &Conn, ctl: &Ctl, dir: D
                 out.push(pkt);
             }
             Some(PacketFault::Swap) => held = Some(pkt),
+            Some(PacketFault::CutRead) => unreachable!(),
             None => {
                 out.push(pkt);
                 if data {
