@@ -16,7 +16,7 @@ mod matrix;
 #[allow(dead_code, unreachable_pub, missing_docs)]
 mod proxy;
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 

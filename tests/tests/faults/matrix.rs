@@ -34,7 +34,7 @@ pub const IO_MS: i32 = 50;
 
 /// A socket of either library.
 pub enum Peer {
-    Rz(rzmq_core::Socket),
+    Rz(Box<rzmq_core::Socket>),
     Lz(zmq::Socket),
 }
 
@@ -93,7 +93,7 @@ impl Ctxs {
                 if ty == SocketType::Router {
                     s.set_option_i32(opt::ROUTER_HANDOVER, 1).unwrap();
                 }
-                Peer::Rz(s)
+                Peer::Rz(Box::new(s))
             }
             Lib::Lz => {
                 let s = self.lz.socket(lz_type(ty)).unwrap();
@@ -371,7 +371,7 @@ pub fn run_stream(
                 if ok {
                     seq += 1;
                     sent.store(seq, Ordering::SeqCst);
-                    if seq % 8 == 0 {
+                    if seq & 7 == 0 {
                         std::thread::sleep(Duration::from_micros(100));
                     }
                 }
