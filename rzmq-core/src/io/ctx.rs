@@ -147,3 +147,19 @@ impl CtxShared {
         }
     }
 }
+
+/// The last handle gone (every socket closed and the `Context` dropped without `term`): tells
+/// the I/O threads to stop, as `term` does, without waiting for them. Each ends once its
+/// lingering messages are delivered or dropped; before, each stayed forever, with its epoll and
+/// eventfd (2 fds and a thread leaked per context; found by `tests/tests/faults.rs`).
+impl Drop for CtxShared {
+    fn drop(&mut self) {
+        if !self.terminated.swap(true, Ordering::SeqCst) {
+            if let Some(Ok(threads)) = self.io.get() {
+                for t in threads {
+                    t.shutdown();
+                }
+            }
+        }
+    }
+}
