@@ -2,7 +2,7 @@
 //! soft wires run through the fault proxy (`faults/proxy.rs` in its soft-wire mode: the
 //! provider advertises the proxy as its wire address), which loses, duplicates or reorders
 //! data packets, or cuts a wire in the middle of an RDMA READ (a rendezvous); the provider's
-//! own `cut_all_wires` breaks every QP in the middle of rendezvous traffic. Same counts and
+//! own `cut_wires_at` breaks every QP in the middle of rendezvous traffic. Same counts and
 //! invariants as the tcp matrix (`faults.rs`): lost packets are retransmitted, duplicates
 //! ignored, a broken QP closes the connection, which reconnects and upgrades again; never a
 //! duplicated or reordered message, never a hang, never a leak.
@@ -66,17 +66,26 @@ fn setup() -> (&'static Proxy, MutexGuard<'static, ()>) {
         std::env::set_var("RZMQ_SOFT_CMA", "0");
         std::env::set_var("RZMQ_SOFT_LISTEN", format!("tcp:{real}"));
         std::env::set_var("RZMQ_SOFT_ADVERTISE", format!("tcp:{}", proxy.addr()));
-        rzmq_rdma::install();
+        // The environment's options, and one no variable sets: the soft devices the upgrader
+        // opens accept fault injection (`break_every_qp`).
+        let o = rzmq_rdma::RdmaOptions {
+            soft_faults: true,
+            ..rzmq_rdma::RdmaOptions::from_env().expect("RDMA settings")
+        };
+        assert!(
+            rzmq_rdma::install_with(&o),
+            "an upgrader was installed already"
+        );
         proxy
     });
     (proxy, guard)
 }
 
 /// Breaks every QP of the process through the soft provider's fault injection (a QP error
-/// on both ends). The one call into the provider's process-wide device registry: when fault
-/// injection becomes opt-in per device, only this changes.
+/// on both ends): every device here has a loopback wire address and was opened with fault
+/// injection on (`RdmaOptions::soft_faults`).
 fn break_every_qp() -> usize {
-    rzmq_rdma::provider::soft::cut_all_wires()
+    rzmq_rdma::provider::soft::cut_wires_at(std::net::Ipv4Addr::LOCALHOST.into())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +99,7 @@ enum Fault {
     Reordered,
     /// The wire cut half-way through a READ response (rendezvous), by the proxy.
     CutMidRead,
-    /// Every QP broken by the provider (`cut_all_wires`) while rendezvous READs are going.
+    /// Every QP broken by the provider (`cut_wires_at`) while rendezvous READs are going.
     QpError,
 }
 
