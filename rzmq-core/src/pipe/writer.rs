@@ -2,7 +2,6 @@
 //! messages held until their last frame, the direct send of a message on a granted connection
 //! (see [`crate::direct`]), and waking an idle reader.
 
-use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -11,6 +10,7 @@ use crate::byteq;
 use crate::direct::{DirectRx, DirectTx, Sent};
 use crate::msg::{Metadata, Msg};
 use crate::spsc;
+use crate::sync::{fence, Ordering};
 
 /// The writing end of a pipe.
 pub struct Writer {
