@@ -234,6 +234,12 @@ impl<T> Consumer<T> {
         Some(item)
     }
 
+    /// Items popped so far.
+    pub fn popped(&self) -> usize {
+        // SAFETY: only the single Consumer touches the consumer side; this is a read.
+        unsafe { (*self.inner.cons.get()).count }
+    }
+
     /// True when no item is available now.
     #[inline]
     pub fn is_empty(&self) -> bool {

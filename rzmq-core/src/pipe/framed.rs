@@ -121,6 +121,10 @@ impl Reader {
             return;
         }
         self.framed_req = true;
+        // The lane starts at the writer's queue count when it switches (`framed_from`): count
+        // the items this end already read through `read`, or the lane would wait for ever for
+        // items it took before asking (found by loom, `loom_pipe_framed_lane_switch`).
+        self.q_popped = self.q.popped() as u64;
         self.shared.framed_req.store(true, Ordering::Release);
     }
 
