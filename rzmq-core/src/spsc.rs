@@ -14,7 +14,7 @@ use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::ptr;
 
-use crate::sync::cell::UnsafeCell as Slot;
+use crate::sync::cell;
 use crate::sync::{Arc, AtomicPtr, AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
@@ -26,7 +26,7 @@ const CHUNK: usize = 256;
 const CHUNK: usize = 2;
 
 struct Chunk<T> {
-    slots: [Slot<MaybeUninit<T>>; CHUNK],
+    slots: [cell::UnsafeCell<MaybeUninit<T>>; CHUNK],
     next: AtomicPtr<Chunk<T>>,
 }
 
@@ -38,7 +38,7 @@ impl<T> Chunk<T> {
             slots: unsafe { MaybeUninit::uninit().assume_init() },
             // loom's cells carry their own state.
             #[cfg(loom)]
-            slots: std::array::from_fn(|_| Slot::new(MaybeUninit::uninit())),
+            slots: std::array::from_fn(|_| cell::UnsafeCell::new(MaybeUninit::uninit())),
             next: AtomicPtr::new(ptr::null_mut()),
         });
         Box::into_raw(c)
