@@ -15,15 +15,23 @@
 
 use std::cell::UnsafeCell;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+
+use crate::sync::{Arc, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
 
 /// Bytes per chunk.
+#[cfg(not(loom))]
 pub(crate) const CHUNK: usize = 64 * 1024;
+/// Bytes per chunk under loom: a model of a few records crosses chunk boundaries.
+#[cfg(loom)]
+pub(crate) const CHUNK: usize = 16;
 struct Chunk {
     data: Box<[UnsafeCell<u8>]>,
+    /// Under loom, one tracked cell per byte of `data`: the producer's writes and the
+    /// consumer's reads touch them, so loom checks every byte read was published to it.
+    #[cfg(loom)]
+    shadow: Box<[crate::sync::cell::UnsafeCell<()>]>,
     next: AtomicPtr<Chunk>,
     /// Bytes of the chunk holding records: [`CHUNK`] until the producer moves on.
     used: AtomicUsize,
@@ -34,6 +42,10 @@ impl Chunk {
         let data: Box<[UnsafeCell<u8>]> = (0..CHUNK).map(|_| UnsafeCell::new(0)).collect();
         Box::into_raw(Box::new(Chunk {
             data,
+            #[cfg(loom)]
+            shadow: (0..CHUNK)
+                .map(|_| crate::sync::cell::UnsafeCell::new(()))
+                .collect(),
             next: AtomicPtr::new(ptr::null_mut()),
             used: AtomicUsize::new(CHUNK),
         }))
@@ -42,6 +54,18 @@ impl Chunk {
     /// The chunk's first byte.
     fn base(&self) -> *mut u8 {
         UnsafeCell::raw_get(self.data.as_ptr())
+    }
+
+    /// Under loom: bytes `at..at + len` are written (by the producer) or read (`write` false).
+    #[cfg(loom)]
+    fn touch(&self, at: usize, len: usize, write: bool) {
+        for c in &self.shadow[at..at + len] {
+            if write {
+                c.with_mut(|_| ());
+            } else {
+                c.with(|_| ());
+            }
+        }
     }
 }
 
@@ -89,7 +113,7 @@ impl Drop for Inner {
         // Exclusive access: free every chunk from the oldest one still linked.
         let cons = self.cons.get_mut();
         let mut c = if cons.chunk.is_null() {
-            *self.first.get_mut()
+            crate::sync::ptr_get_mut(&mut self.first)
         } else {
             cons.chunk
         };
@@ -100,7 +124,7 @@ impl Drop for Inner {
             drop(unsafe { Box::from_raw(c) });
             c = next;
         }
-        let spare = *self.spare.get_mut();
+        let spare = crate::sync::ptr_get_mut(&mut self.spare);
         if !spare.is_null() {
             // SAFETY: the spare came from Chunk::alloc and is linked nowhere.
             drop(unsafe { Box::from_raw(spare) });
@@ -165,6 +189,11 @@ impl ByteProducer {
         let at = p.off;
         p.off += len;
         p.total += len as u64;
+        // SAFETY: the producer's current chunk is live.
+        #[cfg(loom)]
+        unsafe {
+            (*p.chunk).touch(at, len, true)
+        };
         // SAFETY: `at..at+len` lies inside the producer's current chunk, which the consumer
         // reads only below the published count (not yet covering these bytes).
         unsafe { std::slice::from_raw_parts_mut((*p.chunk).base().add(at), len) }
@@ -256,6 +285,11 @@ impl ByteConsumer {
                 continue;
             }
             let avail = ((c.seen - c.total) as usize).min(used - c.off);
+            // SAFETY: the chunk is live, as above.
+            #[cfg(loom)]
+            unsafe {
+                (*c.chunk).touch(c.off, avail, false)
+            };
             // SAFETY: these bytes are published by the producer and not yet consumed.
             return unsafe { std::slice::from_raw_parts(base.add(c.off), avail) };
         }

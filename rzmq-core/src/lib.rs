@@ -41,6 +41,8 @@ mod direct;
 mod endpoint;
 mod engine;
 mod io;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod pattern;
 mod pipe;
 mod pool;
@@ -49,6 +51,7 @@ mod signal;
 mod small;
 mod socks;
 mod spsc;
+mod sync;
 mod transport;
 mod zap;
 mod zmtp;

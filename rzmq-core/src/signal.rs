@@ -5,19 +5,25 @@
 //! what `ZMQ_FD` exposes: it becomes readable when commands arrive for a reader that was idle
 //! (edge-like, as in libzmq; spurious readiness is allowed and callers re-check `ZMQ_EVENTS`).
 
+#[cfg(not(loom))]
 use crossbeam_queue::SegQueue;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::sync::{fence, AtomicBool, Ordering};
+
+#[cfg(loom)]
+pub(crate) use model::{SegQueue, Signaler};
 
 /// An eventfd used to wake a thread or to make a file descriptor readable.
+#[cfg(not(loom))]
 #[derive(Debug)]
 pub(crate) struct Signaler {
     fd: RawFd,
 }
 
+#[cfg(not(loom))]
 impl Signaler {
     /// A new non-blocking eventfd.
     pub(crate) fn new() -> Result<Signaler> {
@@ -73,12 +79,14 @@ pub(crate) fn poll_ms(timeout: Option<Duration>) -> i32 {
     }
 }
 
+#[cfg(not(loom))]
 impl AsRawFd for Signaler {
     fn as_raw_fd(&self) -> RawFd {
         self.fd
     }
 }
 
+#[cfg(not(loom))]
 impl Drop for Signaler {
     fn drop(&mut self) {
         // SAFETY: we own the fd.
@@ -165,7 +173,121 @@ impl<C> Mailbox<C> {
     }
 }
 
-#[cfg(test)]
+/// Under loom: the eventfd modelled as a counter under a mutex with a condition variable (a
+/// wait for ever that nobody signals is a deadlock loom reports), and the lock-free queue by a
+/// lock-free model of it. The [`Mailbox`] code above is the same in both builds.
+#[cfg(loom)]
+mod model {
+    use std::os::fd::{AsRawFd, RawFd};
+    use std::time::Duration;
+
+    use crate::error::Result;
+    use crate::sync::cell::UnsafeCell;
+    use crate::sync::{fence, AtomicBool, AtomicUsize, Mutex, Ordering};
+
+    /// The eventfd's counter.
+    #[derive(Debug)]
+    pub(crate) struct Signaler {
+        count: Mutex<u64>,
+        cv: loom::sync::Condvar,
+    }
+
+    impl Signaler {
+        pub(crate) fn new() -> Result<Signaler> {
+            Ok(Signaler {
+                count: Mutex::new(0),
+                cv: loom::sync::Condvar::new(),
+            })
+        }
+
+        pub(crate) fn signal(&self) {
+            *self.count.lock().unwrap() += 1;
+            self.cv.notify_all();
+        }
+
+        pub(crate) fn clear(&self) -> bool {
+            std::mem::take(&mut *self.count.lock().unwrap()) != 0
+        }
+
+        /// A timeout (even a long one) only polls: loom has no time.
+        pub(crate) fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
+            let mut n = self.count.lock().unwrap();
+            if timeout.is_some() {
+                return Ok(*n != 0);
+            }
+            while *n == 0 {
+                n = self.cv.wait(n).unwrap();
+            }
+            Ok(true)
+        }
+    }
+
+    impl AsRawFd for Signaler {
+        fn as_raw_fd(&self) -> RawFd {
+            -1
+        }
+    }
+
+    /// crossbeam's `SegQueue` as loom sees it: a lock-free multi-producer queue of a few slots
+    /// (models are small). A push claims a slot with a SeqCst increment of the tail and marks
+    /// it written with a release store; a pop reads the tail after a SeqCst fence, as
+    /// crossbeam's does, and waits for a claimed slot's write. A lock would order the reader's
+    /// `asleep` store before a later push and hide a missing fence in [`super::Mailbox`].
+    pub(crate) struct SegQueue<C> {
+        slots: Vec<(UnsafeCell<Option<C>>, AtomicBool)>,
+        tail: AtomicUsize,
+        /// The one reader's position (only the mailbox's reader pops).
+        head: AtomicUsize,
+    }
+
+    // SAFETY: a slot's value is written by the one pusher that claimed it, then read by the one
+    // reader after the release/acquire of its flag.
+    unsafe impl<C: Send> Sync for SegQueue<C> {}
+
+    const SLOTS: usize = 8;
+
+    impl<C> SegQueue<C> {
+        pub(crate) fn new() -> SegQueue<C> {
+            SegQueue {
+                slots: (0..SLOTS)
+                    .map(|_| (UnsafeCell::new(None), AtomicBool::new(false)))
+                    .collect(),
+                tail: AtomicUsize::new(0),
+                head: AtomicUsize::new(0),
+            }
+        }
+
+        pub(crate) fn push(&self, c: C) {
+            let i = self.tail.fetch_add(1, Ordering::SeqCst);
+            assert!(i < SLOTS, "a loom model pushes at most {SLOTS} commands");
+            let (cell, ready) = &self.slots[i];
+            // SAFETY: slot i was claimed by this push alone.
+            cell.with_mut(|p| unsafe { *p = Some(c) });
+            ready.store(true, Ordering::Release);
+        }
+
+        pub(crate) fn pop(&self) -> Option<C> {
+            let h = self.head.load(Ordering::Relaxed);
+            fence(Ordering::SeqCst);
+            if h == self.tail.load(Ordering::Relaxed) {
+                return None;
+            }
+            let (cell, ready) = &self.slots[h];
+            while !ready.load(Ordering::Acquire) {
+                loom::thread::yield_now();
+            }
+            self.head.store(h + 1, Ordering::Relaxed);
+            // SAFETY: the slot's write happened before its flag's release, seen above.
+            cell.with_mut(|p| unsafe { (*p).take() })
+        }
+
+        pub(crate) fn is_empty(&self) -> bool {
+            self.head.load(Ordering::SeqCst) == self.tail.load(Ordering::SeqCst)
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;

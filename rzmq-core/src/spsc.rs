@@ -13,15 +13,20 @@
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
-use std::sync::Arc;
+
+use crate::sync::cell;
+use crate::sync::{Arc, AtomicPtr, AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
 
+#[cfg(not(loom))]
 const CHUNK: usize = 256;
+/// Two slots a chunk under loom: a model of a few items crosses chunk boundaries.
+#[cfg(loom)]
+const CHUNK: usize = 2;
 
 struct Chunk<T> {
-    slots: [UnsafeCell<MaybeUninit<T>>; CHUNK],
+    slots: [cell::UnsafeCell<MaybeUninit<T>>; CHUNK],
     next: AtomicPtr<Chunk<T>>,
 }
 
@@ -29,7 +34,11 @@ impl<T> Chunk<T> {
     fn alloc() -> *mut Chunk<T> {
         let c: Box<Chunk<T>> = Box::new(Chunk {
             // SAFETY: an array of UnsafeCell<MaybeUninit<T>> needs no initialisation.
+            #[cfg(not(loom))]
             slots: unsafe { MaybeUninit::uninit().assume_init() },
+            // loom's cells carry their own state.
+            #[cfg(loom)]
+            slots: std::array::from_fn(|_| cell::UnsafeCell::new(MaybeUninit::uninit())),
             next: AtomicPtr::new(ptr::null_mut()),
         });
         Box::into_raw(c)
@@ -89,7 +98,7 @@ impl<T> Drop for Inner<T> {
                 pos = 0;
             }
             // SAFETY: slots below `produced` and at or above the consumer's count are initialised.
-            unsafe { (*(*chunk).slots[pos].get()).assume_init_drop() };
+            unsafe { (*chunk).slots[pos].with_mut(|s| (*s).assume_init_drop()) };
             pos += 1;
             count += 1;
         }
@@ -100,7 +109,7 @@ impl<T> Drop for Inner<T> {
             drop(unsafe { Box::from_raw(chunk) });
             chunk = next;
         }
-        let spare = *self.spare.get_mut();
+        let spare = crate::sync::ptr_get_mut(&mut self.spare);
         if !spare.is_null() {
             // SAFETY: the spare came from Chunk::alloc and is referenced nowhere else.
             drop(unsafe { Box::from_raw(spare) });
@@ -187,7 +196,7 @@ impl<T> Producer<T> {
             p.pos = 0;
         }
         // SAFETY: the slot at p.pos has not been published, so the consumer does not read it.
-        unsafe { (*(*p.chunk).slots[p.pos].get()).write(item) };
+        unsafe { (*p.chunk).slots[p.pos].with_mut(|s| (*s).write(item)) };
         p.pos += 1;
         p.count += 1;
     }
@@ -219,10 +228,16 @@ impl<T> Consumer<T> {
             }
         }
         // SAFETY: the slot is below the published count, so it was written and not yet read.
-        let item = unsafe { (*(*c.chunk).slots[c.pos].get()).assume_init_read() };
+        let item = unsafe { (*c.chunk).slots[c.pos].with(|s| (*s).assume_init_read()) };
         c.pos += 1;
         c.count += 1;
         Some(item)
+    }
+
+    /// Items popped so far.
+    pub fn popped(&self) -> usize {
+        // SAFETY: only the single Consumer touches the consumer side; this is a read.
+        unsafe { (*self.inner.cons.get()).count }
     }
 
     /// True when no item is available now.

@@ -7,10 +7,12 @@
 //! ended; never granted again).
 
 use std::os::unix::io::RawFd;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+// Statistics counters: std's atomics, not loom's (which are not `const`).
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
 use crate::msg::Msg;
+use crate::sync::{AtomicU8, AtomicUsize, Mutex, Ordering};
 
 const IO: u8 = 0;
 const GRANTED: u8 = 1;
@@ -113,7 +115,7 @@ impl DirectTx {
                         return;
                     }
                 }
-                WRITING => std::hint::spin_loop(),
+                WRITING => crate::sync::spin_loop(),
                 _ => return,
             }
         }

@@ -48,7 +48,7 @@ impl Io for Reactor {
         self.timers.schedule(at, token);
     }
     #[inline]
-    fn work(&self) -> &Arc<AtomicUsize> {
+    fn work(&self) -> &Arc<crate::sync::AtomicUsize> {
         &self.shared.work
     }
     #[inline]

@@ -35,7 +35,7 @@ pub(super) struct IoShared {
     /// Commands sent and not yet carried out, plus one while a session moves messages from a
     /// pipe to its connection: while non-zero, direct sends wait their turn (see
     /// [`crate::direct`]).
-    pub(super) work: Arc<AtomicUsize>,
+    pub(super) work: Arc<crate::sync::AtomicUsize>,
     /// Connections (streams) registered with the thread: direct receives take input only from
     /// a connection alone on its thread (see [`crate::direct::DirectRx`]).
     pub(super) streams: Arc<AtomicUsize>,

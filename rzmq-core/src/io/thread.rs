@@ -26,7 +26,7 @@ impl IoThread {
         let shared = Arc::new(IoShared {
             mailbox: Mailbox::new()?,
             next_token: AtomicU64::new(1),
-            work: Arc::new(AtomicUsize::new(0)),
+            work: Arc::new(crate::sync::AtomicUsize::new(0)),
             streams: Arc::new(AtomicUsize::new(0)),
         });
         let poll = Poll::new().map_err(Error::from)?;

@@ -3,10 +3,12 @@
 //! a one-byte marker, and the reader hands whole runs on as bytes ([`Reader::read_framed`]) or
 //! decodes them back into messages.
 
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+// A statistics counter: std's atomic, not loom's (which is not `const`).
+use std::sync::atomic::AtomicU64;
 
 use super::{Reader, Writer, PUBLISH_BYTES};
 use crate::msg::Msg;
+use crate::sync::{fence, Ordering};
 use crate::zmtp::frame::{FLAG_COMMAND, FLAG_LONG, FLAG_MORE};
 
 /// Frames up to this size (ZMTP's short frames) travel the framed lane encoded; larger ones
@@ -119,6 +121,10 @@ impl Reader {
             return;
         }
         self.framed_req = true;
+        // The lane starts at the writer's queue count when it switches (`framed_from`): count
+        // the items this end already read through `read`, or the lane would wait for ever for
+        // items it took before asking (found by loom, `loom_pipe_framed_lane_switch`).
+        self.q_popped = self.q.popped() as u64;
         self.shared.framed_req.store(true, Ordering::Release);
     }
 

@@ -21,8 +21,7 @@
 //! Files: `writer` ([`Writer`]), `reader` ([`Reader`]), `framed` (the framed lane, both ends);
 //! this file holds what the two ends share and creates pipes.
 
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 pub use crate::direct::{Notify, Target};
@@ -31,6 +30,7 @@ use crate::byteq;
 use crate::direct::{DirectRx, DirectTx};
 use crate::msg::{Metadata, Msg};
 use crate::spsc;
+use crate::sync::{AtomicBool, AtomicU64, Mutex};
 
 mod framed;
 mod reader;

@@ -3,7 +3,6 @@
 //! writer in batches of the low-water mark, and the connection input shared for direct
 //! receives (see [`crate::direct::DirectRx`]).
 
-use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,6 +11,7 @@ use crate::byteq;
 use crate::direct::{DirectRx, DirectTx};
 use crate::msg::{Metadata, Msg};
 use crate::spsc;
+use crate::sync::{fence, Ordering};
 
 /// The reading end of a pipe.
 pub struct Reader {

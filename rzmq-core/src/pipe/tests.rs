@@ -154,6 +154,28 @@ fn the_framed_lane_carries_frames_in_order_after_what_was_queued_before() {
     assert_eq!(w.queued(), 0, "every message counted as read");
 }
 
+/// Messages read as messages before the reader asks for the lane count as read: the lane
+/// comes next (it waited for ever for them before; found by loom,
+/// `loom_pipe_framed_lane_switch`).
+#[test]
+fn the_framed_lane_follows_messages_read_before_asking() {
+    let (mut w, mut r) = pipe(0);
+    w.write(Msg::copy_from(b"before"));
+    assert_eq!(r.read().unwrap().data(), b"before");
+    r.request_framed();
+    w.write(Msg::copy_from(b"after"));
+    let mut got = Vec::new();
+    let n = r.read_framed(1 << 20, &mut |f| match f {
+        Framed::Bytes(b) => decode_wire(b, &mut got),
+        Framed::Msg(_) => panic!("a short frame"),
+    });
+    assert_eq!(n, Some(1), "the lane is next");
+    assert_eq!(got, [(b"after".to_vec(), false)]);
+    w.write(Msg::copy_from(b"again"));
+    assert_eq!(r.read().unwrap().data(), b"again");
+    assert!(r.read().is_none());
+}
+
 #[test]
 fn a_framed_lane_reads_back_as_messages() {
     let (mut w, mut r) = pipe(0);

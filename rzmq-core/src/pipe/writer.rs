@@ -2,7 +2,6 @@
 //! messages held until their last frame, the direct send of a message on a granted connection
 //! (see [`crate::direct`]), and waking an idle reader.
 
-use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -11,6 +10,7 @@ use crate::byteq;
 use crate::direct::{DirectRx, DirectTx, Sent};
 use crate::msg::{Metadata, Msg};
 use crate::spsc;
+use crate::sync::{fence, Ordering};
 
 /// The writing end of a pipe.
 pub struct Writer {
@@ -30,6 +30,18 @@ pub struct Writer {
     pub(super) bq: byteq::ByteProducer,
     /// Whether this writer switched to the framed lane.
     pub(super) framed: bool,
+}
+
+/// Where a whole message goes ([`Writer::lane`] chooses).
+enum Lane {
+    /// Sent on the connection by this thread (`Done` or `HandedOver`, never `NotNow`).
+    Direct(Sent),
+    /// Encoded into the framed lane.
+    Framed,
+    /// Replaces the newest message of a conflating pipe.
+    Conflate,
+    /// Queued as a message.
+    Queued,
 }
 
 /// Why a write was refused.
@@ -127,45 +139,75 @@ impl Writer {
             self.pending.push(msg);
             return false;
         }
+        match self.lane(&msg) {
+            Lane::Direct(Sent::HandedOver) => {
+                self.pending.clear();
+                self.shared
+                    .notify_reader(|t| t.notify.activate_read(t.token));
+                false
+            }
+            // Done: the whole message is in the kernel.
+            Lane::Direct(_) => {
+                self.pending.clear();
+                false
+            }
+            Lane::Framed => {
+                self.write_framed(msg);
+                self.written += 1;
+                true
+            }
+            Lane::Conflate => {
+                let item = if self.pending.is_empty() {
+                    Item::One(msg)
+                } else {
+                    let mut frames = std::mem::take(&mut self.pending);
+                    frames.push(msg);
+                    Item::Many(frames)
+                };
+                // Only the newest message is kept, replacing one the reader has not taken yet.
+                *self.shared.latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(item);
+                self.written += 1;
+                true
+            }
+            Lane::Queued => {
+                // All frames become visible together: the reader never sees half a message.
+                if !self.pending.is_empty() {
+                    self.push_pending();
+                }
+                self.q.push(msg);
+                self.written += 1;
+                true
+            }
+        }
+    }
+
+    /// The lane of the whole message held frames + `last`, the one place that chooses it. The
+    /// first that applies:
+    ///
+    /// 1. **direct**: not conflating, the reader's I/O thread installed the connection's output
+    ///    (`direct_gen != 0`), it is granted and the pipe is empty (see [`DirectTx::try_send`]):
+    ///    this thread writes the message on the socket now, and the choice *is* the send
+    ///    (`Done`, or `HandedOver` when the kernel took part and the I/O thread must finish).
+    ///    A `NotNow` falls through to the next rule.
+    /// 2. **framed**: this writer switched to the framed lane already, or (not conflating) the
+    ///    reader asked for it: the message is encoded for the wire into the byte queue.
+    /// 3. **conflate**: `ZMQ_CONFLATE`: the message replaces the one the reader has not taken.
+    /// 4. **queued**: otherwise, the message queue.
+    #[inline(always)]
+    fn lane(&mut self, last: &Msg) -> Lane {
         if !self.conflate && self.shared.direct_gen.load(Ordering::Relaxed) != 0 {
-            match self.try_direct(&msg) {
+            match self.try_direct(last) {
                 Sent::NotNow => {}
-                Sent::Done => {
-                    self.pending.clear();
-                    return false;
-                }
-                Sent::HandedOver => {
-                    self.pending.clear();
-                    self.shared
-                        .notify_reader(|t| t.notify.activate_read(t.token));
-                    return false;
-                }
+                sent => return Lane::Direct(sent),
             }
         }
         if self.framed || (!self.conflate && self.shared.framed_req.load(Ordering::Relaxed)) {
-            self.write_framed(msg);
-            self.written += 1;
-            return true;
-        }
-        if self.conflate {
-            let item = if self.pending.is_empty() {
-                Item::One(msg)
-            } else {
-                let mut frames = std::mem::take(&mut self.pending);
-                frames.push(msg);
-                Item::Many(frames)
-            };
-            // Only the newest message is kept, replacing one the reader has not taken yet.
-            *self.shared.latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(item);
+            Lane::Framed
+        } else if self.conflate {
+            Lane::Conflate
         } else {
-            // All frames become visible together: the reader never sees half a message.
-            if !self.pending.is_empty() {
-                self.push_pending();
-            }
-            self.q.push(msg);
+            Lane::Queued
         }
-        self.written += 1;
-        true
     }
 
     /// Queues the held frames of a multipart message, unpublished (its last frame publishes

@@ -37,7 +37,7 @@ pub(crate) trait Io {
     /// Wakes the session (`on_timer`) at `at`.
     fn schedule(&mut self, at: Instant, token: u64);
     /// The thread's unfinished work (see [`crate::direct`]).
-    fn work(&self) -> &Arc<AtomicUsize>;
+    fn work(&self) -> &Arc<crate::sync::AtomicUsize>;
     /// The thread's count of connections (see [`crate::direct::DirectRx`]).
     fn streams(&self) -> &Arc<AtomicUsize>;
     /// The thread, as told when a pipe needs attention.
