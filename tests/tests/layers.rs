@@ -103,7 +103,7 @@ fn production_code(text: &str) -> String {
     for raw in text.lines() {
         let line = strip_comment_and_strings(raw);
         let t = line.trim();
-        if skip_depth.is_none() && t.starts_with("#[cfg(test)]") {
+        if skip_depth.is_none() && is_test_cfg(t) {
             pending_test = true;
             continue;
         }
@@ -130,6 +130,11 @@ fn production_code(text: &str) -> String {
         out.push('\n');
     }
     out
+}
+
+/// A `#[cfg(..)]` that compiles the item only in tests (`test`, or `all(test, ..)`).
+fn is_test_cfg(attr: &str) -> bool {
+    attr.starts_with("#[cfg(test)]") || attr.starts_with("#[cfg(all(test,")
 }
 
 fn strip_comment_and_strings(line: &str) -> String {
@@ -405,6 +410,8 @@ enum Place {
     Root,
     /// Imported by the root file from outside the folder (checked where that folder is).
     Outside,
+    /// A module the root file declares and the order does not place (reported as such).
+    Unplaced,
     /// Neither.
     Unknown,
 }
@@ -490,6 +497,17 @@ impl RootFile {
         }
         if let Some((u, _)) = self.globs.iter().find(|(_, c)| defines(c, name)) {
             return Place::Unit(u.clone());
+        }
+        if self.code.lines().any(|l| {
+            let t = l.trim_start();
+            let t = t
+                .strip_prefix("pub(crate) ")
+                .or_else(|| t.strip_prefix("pub "))
+                .unwrap_or(t);
+            t.strip_prefix("mod ")
+                .is_some_and(|m| m.trim_end_matches(';').trim() == name)
+        }) {
+            return Place::Unplaced;
         }
         if defines(&self.code, name) {
             return Place::Root;
@@ -634,8 +652,7 @@ fn modules_import_only_lower_layers() {
                         test_mods.insert(p);
                     }
                 }
-                prev_cfg_test =
-                    t.starts_with("#[cfg(test)]") || (prev_cfg_test && t.starts_with("#["));
+                prev_cfg_test = is_test_cfg(t) || (prev_cfg_test && t.starts_with("#["));
             }
         }
         let mut seen_units = BTreeSet::new();
@@ -701,7 +718,7 @@ fn modules_import_only_lower_layers() {
                             Some(l) => (l, "mod".to_string()),
                             None => continue,
                         },
-                        Place::Outside => continue,
+                        Place::Outside | Place::Unplaced => continue,
                         Place::Unknown => {
                             problems.push(format!(
                                 "{}: `{}` uses `{}`, which is no module, re-export or item \
