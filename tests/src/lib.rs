@@ -103,3 +103,17 @@ pub fn examples_dir() -> std::path::PathBuf {
         .expect("target dir")
         .join("examples")
 }
+
+/// Installs the RDMA upgrader with the environment's settings (`RZMQ_RDMA_*`, `RZMQ_SOFT_*`,
+/// set by the caller beforehand) and one setting no variable gives: the soft devices it opens
+/// accept fault injection (`RdmaOptions::soft_faults`), for tests that cut their wires.
+pub fn install_rdma_with_soft_faults() {
+    let o = rzmq_rdma::RdmaOptions {
+        soft_faults: true,
+        ..rzmq_rdma::RdmaOptions::from_env().expect("RDMA settings")
+    };
+    assert!(
+        rzmq_rdma::install_with(&o),
+        "an upgrader was installed already"
+    );
+}

@@ -66,16 +66,8 @@ fn setup() -> (&'static Proxy, MutexGuard<'static, ()>) {
         std::env::set_var("RZMQ_SOFT_CMA", "0");
         std::env::set_var("RZMQ_SOFT_LISTEN", format!("tcp:{real}"));
         std::env::set_var("RZMQ_SOFT_ADVERTISE", format!("tcp:{}", proxy.addr()));
-        // The environment's options, and one no variable sets: the soft devices the upgrader
-        // opens accept fault injection (`break_every_qp`).
-        let o = rzmq_rdma::RdmaOptions {
-            soft_faults: true,
-            ..rzmq_rdma::RdmaOptions::from_env().expect("RDMA settings")
-        };
-        assert!(
-            rzmq_rdma::install_with(&o),
-            "an upgrader was installed already"
-        );
+        // Fault injection on for the upgrader's soft devices (`cut_wires_at` below).
+        rzmq_tests::install_rdma_with_soft_faults();
         proxy
     });
     (proxy, guard)

@@ -25,16 +25,8 @@ fn setup() {
         std::env::set_var("RZMQ_RDMA_EVENTS", "1");
         // Frames above 64 KiB go by rendezvous here (default threshold applies elsewhere).
         std::env::set_var("RZMQ_RDMA_RNDV_THRESHOLD", "65536");
-        // The environment's options, and one no variable sets: the soft devices the upgrader
-        // opens accept fault injection (a test below cuts wires with `cut_wires_at`).
-        let o = rzmq_rdma::RdmaOptions {
-            soft_faults: true,
-            ..rzmq_rdma::RdmaOptions::from_env().expect("RDMA settings")
-        };
-        assert!(
-            rzmq_rdma::install_with(&o),
-            "an upgrader was installed already"
-        );
+        // Fault injection on for the upgrader's soft devices (`cut_wires_at` below).
+        rzmq_tests::install_rdma_with_soft_faults();
     });
 }
 
