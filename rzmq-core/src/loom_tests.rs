@@ -252,16 +252,33 @@ fn write_all(w: &mut pipe::Writer, owner: &Owner, n: u8) {
     }
 }
 
-/// Reads `n` messages, blocking on the owner's read event whenever the pipe is empty.
+/// A pipe of high-water mark `hwm` whose two ends notify one model owner.
+fn wired_pipe(hwm: u64) -> (Arc<Owner>, pipe::Writer, pipe::Reader) {
+    let owner = Arc::new(Owner::default());
+    let (w, r) = pipe::pipe(hwm);
+    let target = Target {
+        notify: owner.clone(),
+        token: 0,
+    };
+    r.set_target(target.clone());
+    w.set_target(target);
+    (owner, w, r)
+}
+
+/// The next message, blocking on the owner's read event whenever the pipe is empty.
+fn read_one(r: &mut pipe::Reader, owner: &Owner) -> Msg {
+    loop {
+        match r.read() {
+            Some(m) => return m,
+            None => owner.read.wait(),
+        }
+    }
+}
+
+/// Reads `n` messages (0, 1, ..), blocking whenever the pipe is empty.
 fn read_all(r: &mut pipe::Reader, owner: &Owner, n: u8) {
     for v in 0..n {
-        let m = loop {
-            match r.read() {
-                Some(m) => break m,
-                None => owner.read.wait(),
-            }
-        };
-        assert_eq!(m.data(), [v]);
+        assert_eq!(read_one(r, owner).data(), [v]);
     }
 }
 
@@ -270,14 +287,7 @@ fn read_all(r: &mut pipe::Reader, owner: &Owner, n: u8) {
 #[test]
 fn loom_pipe_empty_to_non_empty_wakes_the_reader() {
     model(|| {
-        let owner = Arc::new(Owner::default());
-        let (mut w, mut r) = pipe::pipe(0);
-        let target = Target {
-            notify: owner.clone(),
-            token: 0,
-        };
-        r.set_target(target.clone());
-        w.set_target(target);
+        let (owner, mut w, mut r) = wired_pipe(0);
         let o2 = owner.clone();
         let t = thread::spawn(move || {
             write_all(&mut w, &o2, 2);
@@ -294,14 +304,7 @@ fn loom_pipe_empty_to_non_empty_wakes_the_reader() {
 #[test]
 fn loom_pipe_full_to_room_wakes_the_writer() {
     model(|| {
-        let owner = Arc::new(Owner::default());
-        let (mut w, mut r) = pipe::pipe(1);
-        let target = Target {
-            notify: owner.clone(),
-            token: 0,
-        };
-        r.set_target(target.clone());
-        w.set_target(target);
+        let (owner, mut w, mut r) = wired_pipe(1);
         let o2 = owner.clone();
         let t = thread::spawn(move || {
             write_all(&mut w, &o2, 3);
@@ -329,29 +332,16 @@ fn loom_pipe_full_to_room_wakes_the_writer() {
 #[ignore = "reports a deadlock under investigation; see the comment"]
 fn loom_pipe_framed_lane_switch() {
     model(|| {
-        let owner = Arc::new(Owner::default());
-        let (mut w, mut r) = pipe::pipe(0);
-        let target = Target {
-            notify: owner.clone(),
-            token: 0,
-        };
-        r.set_target(target.clone());
-        w.set_target(target);
+        let (owner, mut w, mut r) = wired_pipe(0);
         let o2 = owner.clone();
         let t = thread::spawn(move || {
             write_all(&mut w, &o2, 3);
             w
         });
-        let next = |r: &mut pipe::Reader| loop {
-            match r.read() {
-                Some(m) => break m,
-                None => owner.read.wait(),
-            }
-        };
-        assert_eq!(next(&mut r).data(), [0]);
+        assert_eq!(read_one(&mut r, &owner).data(), [0]);
         r.request_framed();
-        assert_eq!(next(&mut r).data(), [1]);
-        assert_eq!(next(&mut r).data(), [2]);
+        assert_eq!(read_one(&mut r, &owner).data(), [1]);
+        assert_eq!(read_one(&mut r, &owner).data(), [2]);
         drop(t.join().unwrap());
     });
 }
