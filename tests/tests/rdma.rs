@@ -444,3 +444,45 @@ fn a_sender_with_many_large_frames_queued_keeps_one_rdma_connection() {
         );
     }
 }
+
+#[test]
+fn client_server_over_tcp_moves_to_rdma_and_still_routes() {
+    setup();
+    let ctx = Context::new();
+    let mut server = sock(&ctx, SocketType::Server);
+    server.bind("tcp://127.0.0.1:*").unwrap();
+    let ep = server.last_endpoint().to_string();
+    let mut mon_server = watch(&ctx, &mut server, "rdma-server");
+    let mut clients = Vec::new();
+    for i in 0..2 {
+        let mut c = sock(&ctx, SocketType::Client);
+        let mut mon = watch(&ctx, &mut c, &format!("rdma-client{i}"));
+        c.connect(&ep).unwrap();
+        assert_eq!(next_transport(&mut mon), monitor::TRANSPORT_RDMA);
+        assert_eq!(next_transport(&mut mon_server), monitor::TRANSPORT_RDMA);
+        clients.push(c);
+    }
+    // Small and rendezvous-sized frames, each answered to the routing id it arrived with.
+    for round in 0..20usize {
+        for (i, c) in clients.iter_mut().enumerate() {
+            let n = [16, 4096, 200_000][round % 3] + i;
+            c.send(payload(n, (round + i) as u8), 0).unwrap();
+        }
+        let mut rids = Vec::new();
+        for _ in 0..clients.len() {
+            let m = server.recv_msg(0).unwrap();
+            assert_ne!(m.routing_id(), 0);
+            rids.push((m.routing_id(), m.len()));
+        }
+        for &(rid, n) in &rids {
+            let mut reply = Msg::from_vec(payload(n, 7));
+            reply.set_routing_id(rid).unwrap();
+            server.send_msg(reply, 0).unwrap();
+        }
+        for (i, c) in clients.iter_mut().enumerate() {
+            let n = [16, 4096, 200_000][round % 3] + i;
+            let back = c.recv_bytes(0).unwrap();
+            assert!(back == payload(n, 7), "round {round} client {i}");
+        }
+    }
+}

@@ -8,7 +8,8 @@
 //!
 //! Each socket type mirrors its libzmq 4.3.5 counterpart (`src/<type>.cpp`), built from the same
 //! parts: [`lb`] (load balancer), [`fq`] (fair queue), [`dist`] (fan-out) and [`trie`]
-//! (subscriptions). [`new_pattern`] builds the pattern of a [`SocketType`]; the option numbers
+//! (subscriptions). The thread-safe draft types (SERVER, CLIENT, SCATTER, GATHER, PEER,
+//! CHANNEL) add [`single`]'s rule: single-part messages only. [`new_pattern`] builds the pattern of a [`SocketType`]; the option numbers
 //! patterns read are [`crate::options`]'s.
 //!
 //! # How the socket drives a pattern
@@ -37,17 +38,24 @@ use crate::pipe::{Reader, Writer};
 use crate::zmtp::SocketType;
 
 mod array;
+pub(crate) mod channel;
+pub(crate) mod client;
 pub(crate) mod dealer;
 pub(crate) mod dist;
 pub(crate) mod fq;
+pub(crate) mod gather;
 pub(crate) mod lb;
 pub(crate) mod pair;
+pub(crate) mod peer;
 pub(crate) mod pubsub;
 pub(crate) mod pull;
 pub(crate) mod push;
 pub(crate) mod rep;
 pub(crate) mod req;
 pub(crate) mod router;
+pub(crate) mod scatter;
+pub(crate) mod server;
+pub(crate) mod single;
 pub(crate) mod stream;
 pub(crate) mod sub;
 pub(crate) mod trie;
@@ -121,13 +129,12 @@ pub(crate) fn new_pattern(socket_type: SocketType) -> Result<Box<dyn Pattern>> {
         SocketType::XPub => Box::new(pubsub::XPub::new_xpub()),
         SocketType::XSub => Box::new(sub::XSub::new_xsub()),
         SocketType::Stream => Box::new(stream::Stream::new()),
-        // Draft types not built yet (wt-draft step 2 replaces these).
-        SocketType::Server
-        | SocketType::Client
-        | SocketType::Gather
-        | SocketType::Scatter
-        | SocketType::Peer
-        | SocketType::Channel => return Err(Error::NotSup),
+        SocketType::Server => Box::new(server::Server::new()),
+        SocketType::Client => Box::new(client::Client::new()),
+        SocketType::Gather => Box::new(gather::Gather::new()),
+        SocketType::Scatter => Box::new(scatter::Scatter::new()),
+        SocketType::Peer => Box::new(peer::Peer::new()),
+        SocketType::Channel => Box::new(channel::Channel::new()),
         // wt-radio: RADIO, DISH and DGRAM are not built yet; their patterns replace this arm.
         SocketType::Radio | SocketType::Dish | SocketType::Dgram => return Err(Error::NotSup),
     })
@@ -360,6 +367,12 @@ mod tests {
             (SocketType::XPub, false, false),
             (SocketType::XSub, false, false),
             (SocketType::Stream, false, false),
+            (SocketType::Server, false, false),
+            (SocketType::Client, false, false),
+            (SocketType::Gather, true, false),
+            (SocketType::Scatter, false, true),
+            (SocketType::Peer, false, false),
+            (SocketType::Channel, false, false),
         ];
         for (ty, send_notsup, recv_notsup) in cases {
             let mut p = new_pattern(ty).unwrap();

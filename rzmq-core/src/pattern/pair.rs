@@ -19,6 +19,11 @@ impl Pair {
     pub(crate) fn new() -> Pair {
         Pair::default()
     }
+
+    /// The peer's pipe, if one is attached.
+    pub(crate) fn pipe(&self) -> Option<PipeId> {
+        self.pipe
+    }
 }
 
 impl Pattern for Pair {
