@@ -932,6 +932,7 @@ impl Msg {
     }
 
     /// The metadata of the connection this frame arrived on.
+    #[inline]
     pub fn metadata(&self) -> Option<&Arc<Metadata>> {
         match &self.metadata {
             Some(layer) if layer.group.is_some() => layer.conn.as_ref(),
@@ -940,6 +941,7 @@ impl Msg {
     }
 
     /// Attaches connection metadata (a group stays).
+    #[inline]
     pub fn set_metadata(&mut self, md: Option<Arc<Metadata>>) {
         match &mut self.metadata {
             Some(layer) if layer.group.is_some() => Arc::make_mut(layer).conn = md,
