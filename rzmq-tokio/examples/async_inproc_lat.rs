@@ -19,7 +19,10 @@ fn main() {
     let (c2, count) = (ctx.clone(), a.count);
     let worker = std::thread::spawn(move || {
         block_on(async {
-            let mut r = check(AsyncSocket::new(check(c2.socket(SocketType::Rep), "zmq_socket")), "tokio");
+            let mut r = check(
+                AsyncSocket::new(check(c2.socket(SocketType::Rep), "zmq_socket")),
+                "tokio",
+            );
             check(r.connect("inproc://lat_test"), "zmq_connect");
             for _ in 0..count {
                 let m = check(r.recv().await, "zmq_recvmsg");

@@ -19,7 +19,10 @@ fn main() {
     let (c2, size, count) = (ctx.clone(), a.size, a.count);
     let worker = std::thread::spawn(move || {
         block_on(async {
-            let mut s = check(AsyncSocket::new(check(c2.socket(SocketType::Push), "zmq_socket")), "tokio");
+            let mut s = check(
+                AsyncSocket::new(check(c2.socket(SocketType::Push), "zmq_socket")),
+                "tokio",
+            );
             check(s.connect("inproc://thr_test"), "zmq_connect");
             for _ in 0..count {
                 check(s.send(Msg::with_size_recycled(size)).await, "zmq_sendmsg");

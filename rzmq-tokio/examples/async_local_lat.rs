@@ -12,7 +12,10 @@ fn main() {
     let a = Args::network("local_lat");
     let ctx = Context::new();
     block_on(async {
-        let mut s = check(AsyncSocket::new(check(ctx.socket(SocketType::Rep), "zmq_socket")), "tokio");
+        let mut s = check(
+            AsyncSocket::new(check(ctx.socket(SocketType::Rep), "zmq_socket")),
+            "tokio",
+        );
         check(s.bind(&a.endpoint), "zmq_bind");
         for _ in 0..a.count {
             let m = check(s.recv().await, "zmq_recvmsg");

@@ -14,7 +14,10 @@ fn main() {
     let a = Args::network("local_thr");
     let ctx = Context::new();
     block_on(async {
-        let mut s = check(AsyncSocket::new(check(ctx.socket(SocketType::Pull), "zmq_socket")), "tokio");
+        let mut s = check(
+            AsyncSocket::new(check(ctx.socket(SocketType::Pull), "zmq_socket")),
+            "tokio",
+        );
         check(s.bind(&a.endpoint), "zmq_bind");
         check_size(check(s.recv().await, "zmq_recvmsg").len(), a.size);
         let watch = Instant::now();

@@ -14,7 +14,10 @@ fn main() {
     let a = Args::network("remote_lat");
     let ctx = Context::new();
     block_on(async {
-        let mut s = check(AsyncSocket::new(check(ctx.socket(SocketType::Req), "zmq_socket")), "tokio");
+        let mut s = check(
+            AsyncSocket::new(check(ctx.socket(SocketType::Req), "zmq_socket")),
+            "tokio",
+        );
         check(s.connect(&a.endpoint), "zmq_connect");
         let mut m = Msg::with_size(a.size);
         let watch = Instant::now();

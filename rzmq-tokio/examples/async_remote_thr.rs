@@ -13,7 +13,10 @@ fn main() {
     let a = Args::network("remote_thr");
     let ctx = Context::new();
     block_on(async {
-        let mut s = check(AsyncSocket::new(check(ctx.socket(SocketType::Push), "zmq_socket")), "tokio");
+        let mut s = check(
+            AsyncSocket::new(check(ctx.socket(SocketType::Push), "zmq_socket")),
+            "tokio",
+        );
         check(s.connect(&a.endpoint), "zmq_connect");
         for _ in 0..a.count {
             check(s.send(Msg::with_size_recycled(a.size)).await, "zmq_sendmsg");

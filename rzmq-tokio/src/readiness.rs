@@ -127,8 +127,9 @@ impl Readiness {
     pub(crate) unsafe fn new(sock: &Socket) -> io::Result<Readiness> {
         // SAFETY: the fd is `sock`'s mailbox eventfd, open for the socket's whole life and never
         // replaced; the caller drops this registration before the socket.
-        let fd = unsafe { AsyncFd::register_with_interest(MailboxFd(sock.fd()), Interest::READABLE) }
-            .map_err(|e| e.into_parts().1)?;
+        let fd =
+            unsafe { AsyncFd::register_with_interest(MailboxFd(sock.fd()), Interest::READABLE) }
+                .map_err(|e| e.into_parts().1)?;
         let waiters = Arc::new(Waiters::default());
         let fanout = Waker::from(waiters.clone());
         Ok(Readiness {

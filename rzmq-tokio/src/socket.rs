@@ -205,8 +205,9 @@ impl AsyncSocket {
     /// Polls for a whole message (as [`AsyncSocket::recv_multipart`]).
     pub fn poll_recv_multipart(&mut self, cx: &mut Context<'_>) -> Poll<Result<Vec<Msg>>> {
         let partial = &mut self.rx_partial;
-        self.readiness
-            .poll_op(cx, &mut self.sock, Dir::Recv, |s| try_recv_whole(s, partial))
+        self.readiness.poll_op(cx, &mut self.sock, Dir::Recv, |s| {
+            try_recv_whole(s, partial)
+        })
     }
 
     /// Polls to send the message in `out` (first finishing the frames left of an earlier
@@ -218,8 +219,9 @@ impl AsyncSocket {
         out: &mut Option<Outgoing>,
     ) -> Poll<Result<()>> {
         let tail = &mut self.tx_tail;
-        self.readiness
-            .poll_op(cx, &mut self.sock, Dir::Send, |s| try_send_out(s, out, tail))
+        self.readiness.poll_op(cx, &mut self.sock, Dir::Send, |s| {
+            try_send_out(s, out, tail)
+        })
     }
 
     /// [`AsyncSocket::poll_send_out`] for the Sink's item.

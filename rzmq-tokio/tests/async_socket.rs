@@ -111,7 +111,7 @@ async fn slow_consumers_and_slow_producers_miss_no_wakeup() {
             for i in 0..N {
                 push.send_multipart(numbered(i)).await.unwrap();
                 // Odd phases: a slow producer.
-                if (i / PHASE) % 2 == 1 {
+                if (i / PHASE) & 1 == 1 {
                     if rng.below(64) == 0 {
                         tokio::time::sleep(Duration::from_micros(200)).await;
                     } else {
@@ -127,7 +127,7 @@ async fn slow_consumers_and_slow_producers_miss_no_wakeup() {
                 let m = pull.recv_multipart().await.unwrap();
                 assert_eq!(number_of(&m), i, "{t}: in order, exactly once");
                 // Even phases: a slow consumer.
-                if (i / PHASE) % 2 == 0 {
+                if (i / PHASE) & 1 == 0 {
                     if rng.below(64) == 0 {
                         tokio::time::sleep(Duration::from_micros(200)).await;
                     } else {
@@ -253,7 +253,11 @@ async fn cancelled_receives_lose_nothing() {
                     }
                 }
             }
-            assert_eq!(pull.recv().await.unwrap().data(), b"end", "{t}: nothing twice");
+            assert_eq!(
+                pull.recv().await.unwrap().data(),
+                b"end",
+                "{t}: nothing twice"
+            );
             drop(producer.await.unwrap());
         })
         .await;
