@@ -12,6 +12,8 @@ with the same command line and output:
   install the RDMA upgrader; the C ABI installs it itself); `RZMQ_RDMA_LOG=1` makes both
   processes print the transport of their connection, and a run counts only when both say
   `transport rdma/soft`;
+- `rzmq-async`: rzmq-tokio's async perf examples (`rzmq-tokio/examples/async_*`): the same
+  roles through `AsyncSocket` on a current-thread tokio runtime (readiness from `ZMQ_FD`);
 - `omq`, `zeromq-rs`, `rzmq-crate`: omq.rs, zmq.rs and the crates.io `rzmq` crate through
   `benches/peers` (a separate cargo project, outside the workspace's dependencies); skipped with
   a note when it does not build;
@@ -143,7 +145,8 @@ def build(notes, cargo=True):
     if not cargo:
         return os.path.exists(os.path.join(PEER_BIN, "omq_local_thr"))
     sh(["cargo", "build", "--release", "-p", "rzmq-capi"], cwd=ROOT)
-    sh(["cargo", "build", "--release", "-p", "rzmq-core", "-p", "rzmq-benches", "--examples"], cwd=ROOT)
+    sh(["cargo", "build", "--release", "-p", "rzmq-core", "-p", "rzmq-benches", "-p", "rzmq-tokio", "--examples"],
+       cwd=ROOT)
     try:
         sh(["cargo", "build", "--release", "--locked", "--manifest-path", os.path.join(PEERS, "Cargo.toml")])
         return True
@@ -177,6 +180,8 @@ def implementations(peers_built):
         "rzmq-capi": (libzmq_tools(), dict(capi, RZMQ_RDMA="off"), ["tcp", "ipc", "inproc"], False),
         "rzmq-rdma-soft": (rdma, dict(RDMA_ENV), ["tcp"], True),
         "rzmq-capi-rdma-soft": (libzmq_tools(), dict(capi, **RDMA_ENV), ["tcp"], True),
+        # rzmq-tokio's AsyncSocket (async_<tool> examples, a current-thread runtime per side).
+        "rzmq-async": ({r: [os.path.join(EXAMPLES, "async_" + r)] for r in ROLES}, {}, ["tcp", "ipc", "inproc"], False),
     }
     if peers_built:
         impls["omq"] = (peer_tools("omq", ROLES), {}, ["tcp", "ipc", "inproc"], False)
@@ -700,6 +705,7 @@ def main():
         "  target/release/examples/rdma_<tool>`; `rzmq-capi-rdma-soft`: the same environment with",
         "  `LD_PRELOAD=target/release/libzmq.so benches/build/libzmq_<tool>`. A run counts only if both",
         "  processes log `%s` for their connection." % RDMA_PROOF,
+        "- `rzmq-async`: `target/release/examples/async_<tool>` (rzmq-tokio's `AsyncSocket`, current-thread runtime).",
         "- `omq`, `zeromq-rs`, `rzmq-crate`: `benches/peers/target/release/{omq,zeromq_rs,rzmq_crate}_<tool>`",
         "  (`cargo build --release --locked --manifest-path benches/peers/Cargo.toml`).",
         "- `raw`: `benches/build/raw_perf <tool> ...` (`cc -O2 benches/raw/raw_perf.c`): no ZeroMQ, plain",
