@@ -15,9 +15,14 @@ case "${1:-}" in
 "") bash scripts/api-check-test.sh ;;
 *) echo "usage: $0 [--bless]" >&2; exit 2 ;;
 esac
-# rustdoc's JSON output is unstable: RUSTC_BOOTSTRAP lets the stable toolchain write it.
-export RUSTC_BOOTSTRAP=1
 TARGET_DIR="$(cargo metadata --no-deps --format-version 1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
+# rustdoc's JSON output is unstable: RUSTC_BOOTSTRAP lets the stable toolchain write it. Given to
+# rustdoc alone (through RUSTDOC), not to cargo: cargo fingerprints RUSTC_BOOTSTRAP, so exporting
+# it would check every dependency again instead of reusing what lint.sh's `cargo doc` built.
+mkdir -p "$TARGET_DIR"
+printf '#!/bin/sh\nRUSTC_BOOTSTRAP=1 exec rustdoc "$@"\n' >"$TARGET_DIR/rustdoc-unstable"
+chmod +x "$TARGET_DIR/rustdoc-unstable"
+export RUSTDOC="$TARGET_DIR/rustdoc-unstable"
 # "package lib-name" for every package without `publish = false`.
 crates="$(cargo metadata --no-deps --format-version 1 | python3 -c '
 import json, sys
