@@ -16,6 +16,53 @@
 //!   sleep and threads;
 //! - `timers`: `zmq_timers_*`.
 //!
+//! # Building and using it
+//!
+//! `cargo build --release -p rzmq-capi` writes `target/release/libzmq.so` (soname
+//! `libzmq.so.5`) and `libzmq.a`; the header is this crate's `include/zmq.h` (with
+//! `zmq_utils.h`). C programs compile and link as against libzmq
+//! (`cc app.c -I rzmq-capi/include -L target/release -lzmq`), and existing binaries, pyzmq's
+//! wheel included, run on it with `LD_PRELOAD` or `LD_LIBRARY_PATH`. tcp connections between
+//! rzmq peers move to RDMA as `RZMQ_RDMA` says (rzmq-rdma's upgrader is installed when the
+//! first context is created).
+//!
+//! The crate is also an rlib named `zmq`: Rust can call the same functions.
+//!
+//! ```
+//! use std::ffi::CString;
+//! use std::os::raw::{c_int, c_void};
+//!
+//! const ZMQ_PUSH: c_int = 8; // zmq.h
+//! const ZMQ_PULL: c_int = 7;
+//! let mut major = 0;
+//! // SAFETY (here and below): valid out pointers, live handles, buffers of the stated length.
+//! unsafe { zmq::zmq_version(&mut major, &mut 0, &mut 0) };
+//! assert_eq!(major, 4);
+//! let addr = CString::new("tcp://127.0.0.1:*").unwrap();
+//! unsafe {
+//!     let ctx = zmq::zmq_ctx_new();
+//!     let pull = zmq::zmq_socket(ctx, ZMQ_PULL);
+//!     assert_eq!(zmq::zmq_bind(pull, addr.as_ptr()), 0);
+//!     let mut endpoint = [0u8; 256];
+//!     let mut len = endpoint.len();
+//!     const ZMQ_LAST_ENDPOINT: c_int = 32;
+//!     let got = endpoint.as_mut_ptr() as *mut c_void;
+//!     assert_eq!(zmq::zmq_getsockopt(pull, ZMQ_LAST_ENDPOINT, got, &mut len), 0);
+//!     let push = zmq::zmq_socket(ctx, ZMQ_PUSH);
+//!     assert_eq!(zmq::zmq_connect(push, endpoint.as_ptr() as *const _), 0);
+//!     assert_eq!(zmq::zmq_send(push, b"hello".as_ptr() as *const c_void, 5, 0), 5);
+//!     let mut buf = [0u8; 16];
+//!     let n = zmq::zmq_recv(pull, buf.as_mut_ptr() as *mut c_void, buf.len(), 0);
+//!     assert_eq!(&buf[..n as usize], b"hello");
+//!     zmq::zmq_close(push);
+//!     zmq::zmq_close(pull);
+//!     assert_eq!(zmq::zmq_ctx_term(ctx), 0);
+//! }
+//! ```
+//!
+//! This crate is part of [rzmq](https://github.com/rzmq-rdma/rzmq); the `rzmq` crate on
+//! crates.io is an unrelated project.
+//!
 //! # Safety contract shared by every function
 //!
 //! Pointers are what libzmq's documentation says they are. NULL pointers, and handles that are
@@ -48,3 +95,8 @@ pub use socket::*;
 pub use sockopt::*;
 pub use timers::*;
 pub use utils::*;
+
+/// README.md's examples, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -10,7 +10,7 @@ use zmq::*;
 
 /// The `#define NAME VALUE` lines of include/zmq.h whose name starts with `prefix`.
 fn header_defines(prefix: &str) -> Vec<(String, i64)> {
-    let h = include_str!("../../include/zmq.h");
+    let h = include_str!("../include/zmq.h");
     let mut out: Vec<(String, i64)> = Vec::new();
     for l in h.lines() {
         let mut w = l.split_whitespace();

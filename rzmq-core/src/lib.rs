@@ -18,6 +18,36 @@
 //! push.send("hello", 0).unwrap();
 //! assert_eq!(pull.recv_bytes(0).unwrap(), b"hello");
 //! ```
+//!
+//! Request and reply over tcp, with typed options and flags:
+//!
+//! ```
+//! use std::time::Duration;
+//! use rzmq_core::sockopt::{Linger, RcvTimeo};
+//! use rzmq_core::{Context, RecvFlags, SendFlags, SocketType};
+//!
+//! let ctx = Context::new();
+//! let mut rep = ctx.socket(SocketType::Rep)?;
+//! rep.set(RcvTimeo(Some(Duration::from_secs(10))))?; // a lost message fails, never hangs
+//! rep.bind("tcp://127.0.0.1:*")?; // an ephemeral port, read back below
+//! let mut req = ctx.socket(SocketType::Req)?;
+//! req.set(RcvTimeo(Some(Duration::from_secs(10))))?;
+//! req.set(Linger(Some(Duration::ZERO)))?;
+//! req.connect(rep.last_endpoint())?;
+//! for i in 0..3 {
+//!     let request = format!("request {i}");
+//!     req.send(request.as_str(), SendFlags::NONE)?;
+//!     let got = rep.recv_bytes(RecvFlags::NONE)?;
+//!     assert_eq!(got, request.as_bytes());
+//!     rep.send(got, SendFlags::NONE)?; // echo it
+//!     assert_eq!(req.recv_bytes(RecvFlags::NONE)?, request.as_bytes());
+//! }
+//! # Ok::<(), rzmq_core::Error>(())
+//! ```
+//!
+//! This crate is part of [rzmq](https://github.com/rzmq-rdma/rzmq) (rzmq-rdma moves its tcp
+//! connections onto RDMA, rzmq-capi is the libzmq C ABI over it); the `rzmq` crate on
+//! crates.io is an unrelated project.
 
 // The public API: what programs and the sibling crates (the C ABI, the RDMA provider) use.
 pub mod alt;
@@ -58,6 +88,11 @@ mod zmtp;
 
 #[doc(hidden)]
 pub mod testing;
+
+/// README.md's examples, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 pub use context::Context;
 pub use error::{Error, Result};

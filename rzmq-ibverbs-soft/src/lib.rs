@@ -17,6 +17,32 @@
 //! windows, address handles, IOVA registrations, extended verbs) fail with `EOPNOTSUPP`, or are
 //! absent so that callers see `EOPNOTSUPP` from rdma-mummy-sys, as on a device without them.
 //!
+//! # Example
+//!
+//! Programs load it as `libibverbs.so.1` (README.md); Rust can also call its functions directly
+//! (the crate is an rlib named `ibverbs_soft` too):
+//!
+//! ```
+//! use std::ffi::CStr;
+//! use ibverbs_soft::*;
+//!
+//! // SAFETY: libibverbs' contract: handles come from these calls and are used before release.
+//! unsafe {
+//!     let mut n = 0;
+//!     let list = ibv_get_device_list(&mut n);
+//!     assert_eq!(n, 1);
+//!     let name = CStr::from_ptr(ibv_get_device_name(*list));
+//!     assert_eq!(name.to_str().unwrap(), "rzmq_soft0");
+//!     let ctx = ibv_open_device(*list);
+//!     assert!(!ctx.is_null());
+//!     let pd = ibv_alloc_pd(ctx);
+//!     assert!(!pd.is_null());
+//!     assert_eq!(ibv_dealloc_pd(pd), 0);
+//!     assert_eq!(ibv_close_device(ctx), 0);
+//!     ibv_free_device_list(list);
+//! }
+//! ```
+//!
 //! # Safety
 //! Every exported function has libibverbs' contract: handles are ones this library returned and
 //! not yet destroyed, out pointers are valid, WR chains are NULL-terminated with `num_sge` valid

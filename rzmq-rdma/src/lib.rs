@@ -13,6 +13,47 @@
 //!   connection's messages onto a [`datapath::DataPath`] ([`install`] puts it in place).
 //!
 //! Nothing here knows socket semantics; messages are rzmq-core [`rzmq_core::msg::Msg`] frames.
+//!
+//! # Example
+//!
+//! Install the upgrader before creating sockets (here with the soft provider, a userspace RC
+//! NIC, so it runs anywhere); a tcp connection between two rzmq sockets then moves to RDMA
+//! after the ZMTP handshake, and a monitor reports the transport it chose:
+//!
+//! ```
+//! use rzmq_core::{monitor, Context, SocketType};
+//! use rzmq_rdma::settings::ProviderChoice;
+//! use rzmq_rdma::RdmaOptions;
+//!
+//! assert!(rzmq_rdma::install_with(&RdmaOptions {
+//!     provider: ProviderChoice::Soft,
+//!     events: true, // EVENT_TRANSPORT monitor events
+//!     ..RdmaOptions::default()
+//! }));
+//! let ctx = Context::new();
+//! let mut pull = ctx.socket(SocketType::Pull)?;
+//! pull.bind("tcp://127.0.0.1:*")?;
+//! let mut push = ctx.socket(SocketType::Push)?;
+//! push.monitor(Some("inproc://push-events"), monitor::EVENT_TRANSPORT)?;
+//! let mut events = ctx.socket(SocketType::Pair)?;
+//! events.connect("inproc://push-events")?;
+//! push.connect(pull.last_endpoint())?;
+//!
+//! let event = events.recv_multipart(0)?;
+//! assert_eq!(
+//!     monitor::parse_event(event[0].data()),
+//!     Some((monitor::EVENT_TRANSPORT, monitor::TRANSPORT_RDMA))
+//! );
+//! let big = vec![7u8; 1 << 20]; // above the rendezvous threshold: read by the peer's NIC
+//! push.send(big.as_slice(), 0)?;
+//! push.send("small", 0)?; // through the credit ring
+//! assert_eq!(pull.recv_bytes(0)?, big);
+//! assert_eq!(pull.recv_bytes(0)?, b"small");
+//! # Ok::<(), rzmq_core::Error>(())
+//! ```
+//!
+//! Programs that cannot call it (LD_PRELOAD, pyzmq) set `RZMQ_RDMA` and `RZMQ_RDMA_PROVIDER`
+//! instead; [`install`] reads them (docs/SETTINGS.md).
 
 pub mod datapath;
 mod fd;
@@ -28,4 +69,9 @@ pub mod testing;
 pub mod upgrade;
 
 pub use settings::RdmaOptions;
+
+/// README.md's examples, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 pub use upgrade::{install, install_with, set_mode};

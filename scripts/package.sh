@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Packages every crate the workspace publishes as crates.io would receive it, and verifies each
+# package by building it from its .crate alone (cargo 1.9x packages the workspace together, so
+# unpublished path dependencies resolve to their fresh packages). Nothing is uploaded.
+# Extra arguments go to cargo (`--allow-dirty` for a work tree with uncommitted changes).
+# docs/PUBLISHING.md has the names, the metadata and the release steps.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo package --workspace --exclude rzmq-tests --exclude rzmq-benches "$@"
+# What a build from crates.io needs and the repository keeps elsewhere: zmq.h lives in include/
+# at the root and reaches rzmq-capi's package through the rzmq-capi/include link.
+cargo package --list -p rzmq-capi "$@" | grep -qx include/zmq.h ||
+    { echo "package: rzmq-capi's package lacks include/zmq.h" >&2; exit 1; }
+echo "package: every published crate packaged and verified (target/package/*.crate)"
