@@ -41,6 +41,9 @@ impl UdpRole {
     /// (`ENOCOMPATPROTO`).
     pub(crate) fn of(ty: SocketType) -> Option<UdpRole> {
         match ty {
+            SocketType::Radio => Some(UdpRole::Radio),
+            SocketType::Dish => Some(UdpRole::Dish),
+            SocketType::Dgram => Some(UdpRole::Dgram),
             _ => None,
         }
     }

@@ -45,7 +45,7 @@ impl Socket {
         self.check_alive()?;
         self.process_commands()?;
         match Endpoint::parse(addr)? {
-            Endpoint::Udp(a) => self.udp_endpoint(addr, &a, true),
+            Endpoint::Udp(a) => self.udp_endpoint(addr, &a, true).map(|_| ()),
             Endpoint::Inproc(name) => {
                 let pending = self.ctx.inproc().bind(self.inproc_peer(), &name)?;
                 for (id, entry) in pending {
@@ -107,7 +107,7 @@ impl Socket {
         self.process_commands()?;
         let ep = Endpoint::parse(addr)?;
         if let Endpoint::Udp(a) = &ep {
-            return self.udp_endpoint(addr, a, false);
+            return self.udp_endpoint(addr, a, false).map(Some);
         }
         let connect_rid = self.options.take_connect_routing_id();
         if let Some(rid) = &connect_rid {
@@ -179,7 +179,7 @@ impl Socket {
     /// Binds (DISH, DGRAM) or connects (RADIO) a `udp://` endpoint: the pipe is attached now
     /// (there is no handshake), its other end goes to the UDP endpoint on an I/O thread. Other
     /// socket types, and the other direction, get `ENOCOMPATPROTO` as from libzmq 4.3.5.
-    fn udp_endpoint(&mut self, given: &str, addr: &str, bind: bool) -> Result<()> {
+    fn udp_endpoint(&mut self, given: &str, addr: &str, bind: bool) -> Result<PipeId> {
         let role = UdpRole::of(self.ty)
             .filter(|r| r.binds() == bind)
             .ok_or(Error::NoCompatProto)?;
@@ -206,7 +206,7 @@ impl Socket {
             bind,
             handle: EndpointHandle::Io(handle),
         });
-        Ok(())
+        Ok(id)
     }
 
     /// Creates both ends of a peer pipe: the socket's entry and the connection's ends.
