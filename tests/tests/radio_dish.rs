@@ -138,15 +138,24 @@ fn join_and_leave_errors() {
 fn udp_is_for_radio_dish_and_dgram_in_libzmqs_directions() {
     let ctx = Context::new();
     let mut push = sock(&ctx, SocketType::Push);
-    assert_eq!(push.connect("udp://127.0.0.1:5555"), Err(Error::NoCompatProto));
+    assert_eq!(
+        push.connect("udp://127.0.0.1:5555"),
+        Err(Error::NoCompatProto)
+    );
     assert_eq!(push.bind("udp://127.0.0.1:*"), Err(Error::NoCompatProto));
     // RADIO connects, DISH and DGRAM bind (libzmq 4.3.5).
     let mut radio = sock(&ctx, SocketType::Radio);
     assert_eq!(radio.bind("udp://127.0.0.1:*"), Err(Error::NoCompatProto));
     let mut dish = sock(&ctx, SocketType::Dish);
-    assert_eq!(dish.connect("udp://127.0.0.1:5555"), Err(Error::NoCompatProto));
+    assert_eq!(
+        dish.connect("udp://127.0.0.1:5555"),
+        Err(Error::NoCompatProto)
+    );
     let mut dgram = sock(&ctx, SocketType::Dgram);
-    assert_eq!(dgram.connect("udp://127.0.0.1:5555"), Err(Error::NoCompatProto));
+    assert_eq!(
+        dgram.connect("udp://127.0.0.1:5555"),
+        Err(Error::NoCompatProto)
+    );
     // Malformed addresses.
     assert_eq!(dish.bind("udp://127.0.0.1"), Err(Error::Inval));
     assert_eq!(dish.bind("udp://127.0.0.1;127.0.0.2:5"), Err(Error::Inval));
@@ -187,7 +196,10 @@ fn radio_nodrop_option_is_accepted() {
     let ctx = Context::new();
     let mut radio = sock(&ctx, SocketType::Radio);
     radio.set_option_i32(opt::XPUB_NODROP, 1).unwrap();
-    assert_eq!(radio.set_option_i32(opt::XPUB_NODROP, -1), Err(Error::Inval));
+    assert_eq!(
+        radio.set_option_i32(opt::XPUB_NODROP, -1),
+        Err(Error::Inval)
+    );
     // No DISH joined: nothing to wait for.
     radio.send_msg(grouped("g", "x"), 0).unwrap();
 }
@@ -197,10 +209,18 @@ fn dgram_echo_over_udp() {
     let ctx = Context::new();
     let mut server = sock(&ctx, SocketType::Dgram);
     server.bind("udp://127.0.0.1:*").unwrap();
-    let server_addr = server.last_endpoint().strip_prefix("udp://").unwrap().to_string();
+    let server_addr = server
+        .last_endpoint()
+        .strip_prefix("udp://")
+        .unwrap()
+        .to_string();
     let mut client = sock(&ctx, SocketType::Dgram);
     client.bind("udp://127.0.0.1:*").unwrap();
-    let client_addr = client.last_endpoint().strip_prefix("udp://").unwrap().to_string();
+    let client_addr = client
+        .last_endpoint()
+        .strip_prefix("udp://")
+        .unwrap()
+        .to_string();
 
     // A lone body or a third frame is refused.
     assert_eq!(client.send("body", 0), Err(Error::Inval));
@@ -222,7 +242,9 @@ fn dgram_echo_over_udp() {
         assert_eq!(back[1].data(), &body[..]);
     }
     // An address that does not parse is dropped by the endpoint; the socket goes on.
-    client.send_multipart([&b"not-an-address"[..], b"x"], 0).unwrap();
+    client
+        .send_multipart([&b"not-an-address"[..], b"x"], 0)
+        .unwrap();
     client
         .send_multipart([server_addr.as_bytes(), b"after"], 0)
         .unwrap();
@@ -235,7 +257,11 @@ fn malformed_datagrams_do_not_reach_the_dish() {
     let mut dish = sock(&ctx, SocketType::Dish);
     dish.bind("udp://127.0.0.1:*").unwrap();
     dish.join("g").unwrap();
-    let to = dish.last_endpoint().strip_prefix("udp://").unwrap().to_string();
+    let to = dish
+        .last_endpoint()
+        .strip_prefix("udp://")
+        .unwrap()
+        .to_string();
     let raw = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     raw.send_to(b"", &to).unwrap();
     raw.send_to(b"\x40too short", &to).unwrap();
@@ -244,7 +270,10 @@ fn malformed_datagrams_do_not_reach_the_dish() {
     raw.send_to(b"\x01gok", &to).unwrap();
     let m = dish.recv_msg(0).unwrap();
     assert_eq!((m.data(), m.group()), (&b"ok"[..], &b"g"[..]));
-    assert_eq!(dish.recv_msg(rzmq_core::DONTWAIT).unwrap_err(), Error::Again);
+    assert_eq!(
+        dish.recv_msg(rzmq_core::DONTWAIT).unwrap_err(),
+        Error::Again
+    );
 }
 
 /// Whether this host delivers multicast on loopback to a plain socket (some containers have no
@@ -279,7 +308,8 @@ fn radio_dish_over_udp_multicast_on_loopback() {
     drop(probe);
     let ctx = Context::new();
     let mut dish = sock(&ctx, SocketType::Dish);
-    dish.bind(&format!("udp://127.0.0.1;{group}:{port}")).unwrap();
+    dish.bind(&format!("udp://127.0.0.1;{group}:{port}"))
+        .unwrap();
     dish.join("mc").unwrap();
     let mut radio = sock(&ctx, SocketType::Radio);
     radio.set_option_i32(opt::MULTICAST_HOPS, 1).unwrap();

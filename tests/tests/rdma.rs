@@ -466,7 +466,9 @@ fn radio_dish_over_tcp_moves_to_rdma_and_keeps_its_groups() {
     // The JOIN travelled before the switch; probe until the RADIO has it.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        radio.send_msg(grouped("big", b"probe".to_vec()), 0).unwrap();
+        radio
+            .send_msg(grouped("big", b"probe".to_vec()), 0)
+            .unwrap();
         if dish.recv_msg(rzmq_core::DONTWAIT).is_ok() {
             break;
         }
@@ -478,7 +480,9 @@ fn radio_dish_over_tcp_moves_to_rdma_and_keeps_its_groups() {
     dish.join("late").unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        radio.send_msg(grouped("late", b"probe".to_vec()), 0).unwrap();
+        radio
+            .send_msg(grouped("late", b"probe".to_vec()), 0)
+            .unwrap();
         // (Probes of "big" still in flight arrive first.)
         if let Ok(m) = dish.recv_msg(rzmq_core::DONTWAIT) {
             if m.group() == b"late" {
@@ -490,13 +494,17 @@ fn radio_dish_over_tcp_moves_to_rdma_and_keeps_its_groups() {
         std::thread::sleep(Duration::from_millis(10));
     }
     // A marker ends the late probes still in flight.
-    radio.send_msg(grouped("big", b"marker".to_vec()), 0).unwrap();
+    radio
+        .send_msg(grouped("big", b"marker".to_vec()), 0)
+        .unwrap();
     while dish.recv_msg(0).unwrap().data() != b"marker" {}
     for (i, n) in [0usize, 300, 70_000, 2 << 20].into_iter().enumerate() {
         radio
             .send_msg(grouped("other", payload(10, i as u8)), 0)
             .unwrap();
-        radio.send_msg(grouped("big", payload(n, i as u8)), 0).unwrap();
+        radio
+            .send_msg(grouped("big", payload(n, i as u8)), 0)
+            .unwrap();
         let m = dish.recv_msg(0).unwrap();
         assert_eq!(m.group(), b"big");
         assert!(m.data() == payload(n, i as u8).as_slice(), "body {i}");
