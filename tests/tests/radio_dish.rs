@@ -319,3 +319,137 @@ fn radio_dish_over_udp_multicast_on_loopback() {
     let m = first_delivery(&mut radio, &mut dish, "mc");
     assert_eq!((m.data(), m.group()), (&b"probe"[..], &b"mc"[..]));
 }
+
+/// One ZMTP frame from a raw stream: (flags, body).
+fn read_frame(s: &mut std::net::TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
+    use std::io::Read;
+    let mut h = [0u8; 1];
+    s.read_exact(&mut h)?;
+    let len = if h[0] & 0x02 != 0 {
+        let mut l = [0u8; 8];
+        s.read_exact(&mut l)?;
+        u64::from_be_bytes(l) as usize
+    } else {
+        let mut l = [0u8; 1];
+        s.read_exact(&mut l)?;
+        usize::from(l[0])
+    };
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body)?;
+    Ok((h[0], body))
+}
+
+/// A raw ZMTP 3.1 peer of socket type `ty` connected to `ep` (`tcp://host:port`), past the
+/// peer's greeting and READY.
+fn raw_peer(ep: &str, ty: &[u8]) -> std::net::TcpStream {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(ep.strip_prefix("tcp://").unwrap()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut hello = rzmq_tests::zmtp_greeting(b"NULL");
+    hello.extend_from_slice(&rzmq_tests::zmtp_ready(ty));
+    s.write_all(&hello).unwrap();
+    let mut g = [0u8; 64];
+    s.read_exact(&mut g).unwrap();
+    let (flags, ready) = read_frame(&mut s).unwrap();
+    assert_eq!((flags, &ready[..6]), (0x04, &b"\x05READY"[..]));
+    s
+}
+
+#[test]
+fn wire_form_towards_a_raw_dish_is_libzmqs() {
+    use std::io::Write;
+    let ctx = Context::new();
+    let mut radio = sock(&ctx, SocketType::Radio);
+    radio.bind("tcp://127.0.0.1:*").unwrap();
+    let mut dish = raw_peer(radio.last_endpoint(), b"DISH");
+    // libzmq's dish_session_t: JOIN as a command frame, "\x04JOIN" + group.
+    dish.write_all(b"\x04\x06\x04JOINg").unwrap();
+    dish.set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let first = loop {
+        radio.send_msg(grouped("other", "no"), 0).unwrap();
+        radio.send_msg(grouped("g", "hello"), 0).unwrap();
+        match read_frame(&mut dish) {
+            Ok(f) => break f,
+            Err(_) => assert!(Instant::now() < deadline, "nothing sent to the raw DISH"),
+        }
+    };
+    dish.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    // radio_session_t: the group as a frame with MORE, then the body.
+    assert_eq!(first, (0x01, b"g".to_vec()));
+    assert_eq!(read_frame(&mut dish).unwrap(), (0x00, b"hello".to_vec()));
+    // LEAVE: the RADIO stops sending the group. Probes of "z" until its JOIN took effect.
+    dish.write_all(b"\x04\x07\x05LEAVEg").unwrap();
+    dish.write_all(b"\x04\x06\x04JOINz").unwrap();
+    dish.set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        radio.send_msg(grouped("z", "zz"), 0).unwrap();
+        let Ok((flags, body)) = read_frame(&mut dish) else {
+            assert!(Instant::now() < deadline, "the JOIN of z took no effect");
+            continue;
+        };
+        assert_eq!(flags, 0x01);
+        let (_, rest) = read_frame(&mut dish).unwrap();
+        if body == b"z" {
+            assert_eq!(rest, b"zz");
+            break;
+        }
+        assert_eq!((body, rest), (b"g".to_vec(), b"hello".to_vec()));
+    }
+    dish.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    radio.send_msg(grouped("g", "late"), 0).unwrap();
+    radio.send_msg(grouped("z", "end"), 0).unwrap();
+    loop {
+        let (_, g) = read_frame(&mut dish).unwrap();
+        let (_, b) = read_frame(&mut dish).unwrap();
+        assert_eq!(g, b"z", "a left group was sent");
+        if b == b"end" {
+            break;
+        }
+    }
+}
+
+#[test]
+fn wire_form_from_a_raw_radio_is_libzmqs() {
+    use std::io::{Read, Write};
+    let ctx = Context::new();
+    let mut dish = sock(&ctx, SocketType::Dish);
+    dish.bind("tcp://127.0.0.1:*").unwrap();
+    dish.join("g").unwrap();
+    let mut radio = raw_peer(dish.last_endpoint(), b"RADIO");
+    // The DISH attaches the connection's pipe (and sends its joins) when its application
+    // calls in, as libzmq's socket does.
+    radio
+        .set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let join = loop {
+        let _ = dish.events();
+        if let Ok(f) = read_frame(&mut radio) {
+            break f;
+        }
+        assert!(Instant::now() < deadline, "no JOIN from the DISH");
+    };
+    radio
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(join, (0x04, b"\x04JOINg".to_vec()));
+    radio.write_all(b"\x01\x01h\x00\x02no").unwrap();
+    radio.write_all(b"\x01\x01g\x00\x02hi").unwrap();
+    let m = dish.recv_msg(0).unwrap();
+    assert_eq!((m.data(), m.group()), (&b"hi"[..], &b"g"[..]));
+    // A group frame without MORE breaks the form: the DISH closes the connection.
+    radio.write_all(b"\x00\x01g").unwrap();
+    assert_eq!(
+        dish.recv_msg(rzmq_core::DONTWAIT).unwrap_err(),
+        Error::Again
+    );
+    let mut rest = Vec::new();
+    let r = radio.read_to_end(&mut rest);
+    assert!(r.is_ok() || r.is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset));
+}
