@@ -162,6 +162,12 @@ fn udp_is_for_radio_dish_and_dgram_in_libzmqs_directions() {
     assert_eq!(dish.bind("udp://nonic0;239.0.0.1:5"), Err(Error::NoDev));
     // An address of no local interface (TEST-NET-1).
     assert_eq!(dish.bind("udp://192.0.2.1:5555"), Err(Error::AddrNotAvail));
+    // A bound udp endpoint unbinds by its LAST_ENDPOINT, and its port is free again.
+    dish.bind("udp://127.0.0.1:*").unwrap();
+    let ep = dish.last_endpoint().to_string();
+    assert!(ep.starts_with("udp://127.0.0.1:") && !ep.ends_with(":*") && !ep.ends_with(":0"));
+    dish.unbind(&ep).unwrap();
+    assert_eq!(dish.unbind(&ep), Err(Error::NoEnt));
 }
 
 #[test]
