@@ -1,7 +1,8 @@
 //! The RDMA upgrade end to end, on the soft provider: tcp connections between two rzmq sockets
 //! move to RDMA (reported by monitor events), large frames go zero-copy and their buffers are
 //! released only after the peer read them, libzmq peers stay on TCP (auto) or are refused
-//! (`rdma://`), and a broken RDMA path closes the connection and reconnects.
+//! (`rdma://`), a broken RDMA path closes the connection and reconnects, and RADIO/DISH upgrade
+//! like the others (their JOIN commands and group frames cross the RDMA path).
 //!
 //! The whole binary runs with `RZMQ_RDMA=auto RZMQ_RDMA_PROVIDER=soft RZMQ_RDMA_EVENTS=1`
 //! (set before the first socket; the upgrader reads the environment once) and soft devices
@@ -442,6 +443,71 @@ fn a_sender_with_many_large_frames_queued_keeps_one_rdma_connection() {
             monitor::EVENT_TRANSPORT,
             "the RDMA path ended or restarted"
         );
+    }
+}
+
+#[test]
+fn radio_dish_over_tcp_moves_to_rdma_and_keeps_its_groups() {
+    setup();
+    let ctx = Context::new();
+    let mut dish = sock(&ctx, SocketType::Dish);
+    dish.bind("tcp://127.0.0.1:*").unwrap();
+    let ep = dish.last_endpoint().to_string();
+    dish.join("big").unwrap();
+    let mut radio = sock(&ctx, SocketType::Radio);
+    let mut mon = watch(&ctx, &mut radio, "rdma-radio");
+    radio.connect(&ep).unwrap();
+    assert_eq!(next_transport(&mut mon), monitor::TRANSPORT_RDMA);
+    let grouped = |g: &str, body: Vec<u8>| {
+        let mut m = Msg::from_vec(body);
+        m.set_group(g).unwrap();
+        m
+    };
+    // The JOIN travelled before the switch; probe until the RADIO has it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        radio
+            .send_msg(grouped("big", b"probe".to_vec()), 0)
+            .unwrap();
+        if dish.recv_msg(rzmq_core::DONTWAIT).is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no delivery");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    while dish.recv_msg(rzmq_core::DONTWAIT).is_ok() {}
+    // A JOIN sent after the switch travels as an RDMA command frame.
+    dish.join("late").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        radio
+            .send_msg(grouped("late", b"probe".to_vec()), 0)
+            .unwrap();
+        // (Probes of "big" still in flight arrive first.)
+        if let Ok(m) = dish.recv_msg(rzmq_core::DONTWAIT) {
+            if m.group() == b"late" {
+                break;
+            }
+            assert_eq!(m.group(), b"big");
+        }
+        assert!(Instant::now() < deadline, "no delivery after a late JOIN");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // A marker ends the late probes still in flight.
+    radio
+        .send_msg(grouped("big", b"marker".to_vec()), 0)
+        .unwrap();
+    while dish.recv_msg(0).unwrap().data() != b"marker" {}
+    for (i, n) in [0usize, 300, 70_000, 2 << 20].into_iter().enumerate() {
+        radio
+            .send_msg(grouped("other", payload(10, i as u8)), 0)
+            .unwrap();
+        radio
+            .send_msg(grouped("big", payload(n, i as u8)), 0)
+            .unwrap();
+        let m = dish.recv_msg(0).unwrap();
+        assert_eq!(m.group(), b"big");
+        assert!(m.data() == payload(n, i as u8).as_slice(), "body {i}");
     }
 }
 

@@ -14,6 +14,7 @@ use super::shared::{IoCmd, IoShared};
 use super::timers::Timers;
 use crate::monitor;
 use crate::pipe::Notify;
+use crate::session::udp::UdpSession;
 use crate::session::{Fate, Io, Session, ALT_BIT};
 use crate::transport::listener::Listener;
 
@@ -25,6 +26,8 @@ pub(super) enum Object {
     Listener(Box<Listener>),
     /// A session.
     Session(Box<Session>),
+    /// A UDP endpoint.
+    Udp(Box<UdpSession>),
 }
 
 /// An I/O thread's state, owned by its loop.
@@ -167,13 +170,20 @@ impl Reactor {
                 self.objects.insert(token, Object::Session(s));
                 self.with_session(token, |s, r, tok| s.start(r, tok));
             }
+            IoCmd::AddUdp(u, token) => {
+                self.run_udp(token, u, |u, r, tok| (u.start(r, tok), false));
+            }
             IoCmd::Close(token, emit) => self.close_object(token, emit),
-            IoCmd::SocketClosed(token) => {
-                self.with_session(token, |s, r, tok| s.socket_gone(r, tok));
-            }
-            IoCmd::Pipe(token) => {
-                self.with_session(token, |s, r, tok| s.on_pipe(r, tok));
-            }
+            IoCmd::SocketClosed(token) => self.with_either(
+                token,
+                |s, r, tok| s.socket_gone(r, tok),
+                |u, _, _| (u.socket_gone(), false),
+            ),
+            IoCmd::Pipe(token) => self.with_either(
+                token,
+                |s, r, tok| s.on_pipe(r, tok),
+                |u, _, _| (u.on_pipe(), false),
+            ),
             IoCmd::Shutdown => {
                 self.shutting_down = true;
                 let tokens: Vec<u64> = self.objects.keys().copied().collect();
@@ -183,6 +193,11 @@ impl Reactor {
                         Some(Object::Session(_)) => {
                             self.with_session(t, |s, r, tok| s.socket_gone(r, tok));
                         }
+                        Some(Object::Udp(_)) => self.with_either(
+                            t,
+                            |_, _, _| Fate::Keep,
+                            |u, _, _| (u.socket_gone(), false),
+                        ),
                         None => {}
                     }
                 }
@@ -206,21 +221,58 @@ impl Reactor {
                 }
             }
             Some(Object::Session(s)) => self.remove_session(s, token),
+            Some(Object::Udp(mut u)) => u.teardown(self),
             None => {}
         }
     }
 
+    /// Runs `f` on the UDP endpoint `u` of `token` (out of the table), then puts it back or
+    /// tears it down as `f` says (the flag: read it again after the other connections).
+    fn run_udp(
+        &mut self,
+        token: u64,
+        mut u: Box<UdpSession>,
+        f: impl FnOnce(&mut UdpSession, &mut Reactor, u64) -> (Fate, bool),
+    ) {
+        match f(&mut u, self, token) {
+            (Fate::Keep, again) => {
+                if again {
+                    self.read_again.push(token);
+                }
+                self.objects.insert(token, Object::Udp(u));
+            }
+            (Fate::Remove, _) => u.teardown(self),
+        }
+    }
+
     /// Runs `f` on the session `token` (taken out of the table meanwhile), then keeps or
-    /// removes it as `f` says.
+    /// removes it as `f` says. Any other object of that token stays as it is.
     pub(super) fn with_session(
         &mut self,
         token: u64,
         f: impl FnOnce(&mut Session, &mut Reactor, u64) -> Fate,
     ) {
-        let Some(Object::Session(mut s)) = self.objects.remove(&token) else {
-            return;
+        self.with_either(token, f, |_, _, _| (Fate::Keep, false));
+    }
+
+    /// Runs `fs` on the session `token`, or `fu` on the UDP endpoint `token` (taken out of the
+    /// table meanwhile: one lookup whichever it is), then keeps or removes it as they say.
+    fn with_either(
+        &mut self,
+        token: u64,
+        fs: impl FnOnce(&mut Session, &mut Reactor, u64) -> Fate,
+        fu: impl FnOnce(&mut UdpSession, &mut Reactor, u64) -> (Fate, bool),
+    ) {
+        let mut s = match self.objects.remove(&token) {
+            Some(Object::Session(s)) => s,
+            Some(Object::Udp(u)) => return self.run_udp(token, u, fu),
+            Some(other) => {
+                self.objects.insert(token, other);
+                return;
+            }
+            None => return,
         };
-        match f(&mut s, self, token) {
+        match fs(&mut s, self, token) {
             Fate::Keep => {
                 let (read, alt) = s.take_again();
                 if read {
@@ -248,9 +300,11 @@ impl Reactor {
     fn ready(&mut self, token: u64, readable: bool, writable: bool) {
         match self.objects.get(&token) {
             Some(Object::Listener(_)) => self.accept(token),
-            Some(Object::Session(_)) => {
-                self.with_session(token, |s, r, tok| s.on_ready(r, tok, readable, writable))
-            }
+            Some(Object::Session(_)) | Some(Object::Udp(_)) => self.with_either(
+                token,
+                |s, r, tok| s.on_ready(r, tok, readable, writable),
+                |u, _, _| u.on_ready(readable, writable),
+            ),
             None => {}
         }
     }

@@ -41,6 +41,8 @@ mod array;
 pub(crate) mod channel;
 pub(crate) mod client;
 pub(crate) mod dealer;
+pub(crate) mod dgram;
+pub(crate) mod dish;
 pub(crate) mod dist;
 pub(crate) mod fq;
 pub(crate) mod gather;
@@ -50,6 +52,7 @@ pub(crate) mod peer;
 pub(crate) mod pubsub;
 pub(crate) mod pull;
 pub(crate) mod push;
+pub(crate) mod radio;
 pub(crate) mod rep;
 pub(crate) mod req;
 pub(crate) mod router;
@@ -135,8 +138,9 @@ pub(crate) fn new_pattern(socket_type: SocketType) -> Result<Box<dyn Pattern>> {
         SocketType::Scatter => Box::new(scatter::Scatter::new()),
         SocketType::Peer => Box::new(peer::Peer::new()),
         SocketType::Channel => Box::new(channel::Channel::new()),
-        // wt-radio: RADIO, DISH and DGRAM are not built yet; their patterns replace this arm.
-        SocketType::Radio | SocketType::Dish | SocketType::Dgram => return Err(Error::NotSup),
+        SocketType::Radio => Box::new(radio::Radio::new()),
+        SocketType::Dish => Box::new(dish::Dish::new()),
+        SocketType::Dgram => Box::new(dgram::Dgram::new()),
     })
 }
 
@@ -373,6 +377,9 @@ mod tests {
             (SocketType::Scatter, false, true),
             (SocketType::Peer, false, false),
             (SocketType::Channel, false, false),
+            (SocketType::Radio, false, true),
+            (SocketType::Dish, true, false),
+            (SocketType::Dgram, false, false),
         ];
         for (ty, send_notsup, recv_notsup) in cases {
             let mut p = new_pattern(ty).unwrap();
