@@ -8,7 +8,7 @@ use std::ffi::{c_int, c_long, c_short, c_void};
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use rzmq_core::poll::{poll, PollItem, Pollable};
+use rzmq_core::poll::{poll_masked, PollItem, Pollable};
 use rzmq_core::Error;
 
 use crate::errno::call;
@@ -32,7 +32,7 @@ pub struct zmq_pollitem_t {
 }
 
 /// A socket handle polled through a fresh borrow on every call.
-struct RawSocket(*mut c_void);
+pub(crate) struct RawSocket(pub(crate) *mut c_void);
 
 impl Pollable for RawSocket {
     fn poll_events(&mut self) -> rzmq_core::Result<i16> {
@@ -61,6 +61,20 @@ pub unsafe extern "C" fn zmq_poll(
     items: *mut zmq_pollitem_t,
     nitems: c_int,
     timeout: c_long,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { poll_items(items, nitems, timeout, None) }
+}
+
+/// `zmq_poll`, and `zmq_ppoll` (DRAFT) with a signal mask for the sleeps.
+///
+/// # Safety
+/// As [`zmq_poll`].
+pub(crate) unsafe fn poll_items(
+    items: *mut zmq_pollitem_t,
+    nitems: c_int,
+    timeout: c_long,
+    sigmask: Option<&libc::sigset_t>,
 ) -> c_int {
     call(|| {
         if nitems < 0 {
@@ -109,7 +123,7 @@ pub unsafe extern "C" fn zmq_poll(
                 }
             })
             .collect();
-        let n = poll(&mut set, timeout)?;
+        let n = poll_masked(&mut set, timeout, sigmask)?;
         for (it, p) in items.iter_mut().zip(set.iter()) {
             it.revents = p.revents;
         }

@@ -55,6 +55,11 @@ pub(crate) unsafe fn c_str<'a>(p: *const c_char) -> Result<&'a str, Error> {
         .map_err(|_| Error::Inval)
 }
 
+/// The first DRAFT socket type number (`ZMQ_SERVER`); 12 to 20 are the DRAFT types, which only
+/// a `draft` build creates. (libzmq's stable build creates them but cannot handshake them over
+/// ZMTP: it asserts on their type name; rzmq's default build refuses them with `EINVAL`.)
+const FIRST_DRAFT_SOCKET_TYPE: c_int = 12;
+
 /// Creates a socket of `type_` in context `ctx` (`EFAULT` for a bad context, `EINVAL` for an
 /// unknown type, `ETERM` when the context is terminating, `EMFILE` past `ZMQ_MAX_SOCKETS`).
 ///
@@ -65,6 +70,9 @@ pub unsafe extern "C" fn zmq_socket(ctx: *mut c_void, type_: c_int) -> *mut c_vo
     call_or(std::ptr::null_mut(), || {
         // SAFETY: caller's contract.
         let c = unsafe { ctx_ref(ctx) }?;
+        if !cfg!(feature = "draft") && type_ >= FIRST_DRAFT_SOCKET_TYPE {
+            return Err(Error::Inval);
+        }
         let ty = SocketType::from_raw(type_)?;
         let sock = c.socket(ty)?;
         let h = Box::new(SocketHandle {
