@@ -236,28 +236,9 @@ fn build_draft() -> PathBuf {
     lib
 }
 
-/// The functions declared under `ZMQ_BUILD_DRAFT_API` in zeromq-src 0.3's `zmq.h`, or None when
-/// the crate is not in the registry.
-fn vendor_draft_functions() -> Option<BTreeSet<String>> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args(["metadata", "--format-version", "1"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let key = "\"manifest_path\":\"";
-    let manifest = text.match_indices(key).find_map(|(i, _)| {
-        let rest = &text[i + key.len()..];
-        let path = &rest[..rest.find('"')?];
-        (path.contains("/zeromq-src-0.3") && path.ends_with("/Cargo.toml")).then_some(path)
-    })?;
-    let header = Path::new(manifest).parent()?.join("vendor/include/zmq.h");
-    let h = std::fs::read_to_string(header).ok()?;
-    let start = h.find("#ifdef ZMQ_BUILD_DRAFT_API")?;
-    let end = start + h[start..].find("#endif // ZMQ_BUILD_DRAFT_API")?;
-    let names = h[start..end]
-        .split("ZMQ_EXPORT")
+/// The functions `zmq.h` text declares with `ZMQ_EXPORT`.
+fn declared_functions(h: &str) -> BTreeSet<String> {
+    h.split("ZMQ_EXPORT")
         .skip(1)
         .filter_map(|decl| {
             let i = decl.find("zmq_")?;
@@ -267,13 +248,30 @@ fn vendor_draft_functions() -> Option<BTreeSet<String>> {
                 .collect();
             Some(name)
         })
+        .collect()
+}
+
+/// Our include/zmq.h declares the DRAFT list under `ZMQ_BUILD_DRAFT_API`, and only there.
+#[test]
+fn header_declares_draft_functions_in_its_draft_section() {
+    let h = include_str!("../../include/zmq.h");
+    let draft = common::draft_section(h);
+    let listed: BTreeSet<String> = LIBZMQ_435_DRAFT_EXPORTS
+        .iter()
+        .map(|s| s.to_string())
         .collect();
-    Some(names)
+    assert_eq!(declared_functions(draft), listed);
+    let all = declared_functions(h);
+    let stable: BTreeSet<String> = LIBZMQ_435_EXPORTS.iter().map(|s| s.to_string()).collect();
+    assert_eq!(all.difference(&listed).cloned().collect::<BTreeSet<_>>(), stable);
 }
 
 #[test]
 fn draft_build_exports_libzmq_draft_api() {
-    match vendor_draft_functions() {
+    let vendor = common::zeromq_vendor()
+        .and_then(|v| std::fs::read_to_string(v.join("include/zmq.h")).ok())
+        .map(|h| declared_functions(common::draft_section(&h)));
+    match vendor {
         Some(vendor) => {
             let listed: BTreeSet<String> = LIBZMQ_435_DRAFT_EXPORTS
                 .iter()
