@@ -55,8 +55,10 @@ macro_rules! numbers {
 /// the header gains must be added here (or to the short list of what is not a number).
 #[test]
 fn the_header_matches_the_library() {
+    // The draft types (ZMQ_SERVER and up) are not in the stable header.
     let mut want: Vec<(String, i64)> = SocketType::ALL
         .iter()
+        .filter(|t| !t.is_draft())
         .map(|t| (format!("ZMQ_{}", t.name()), i64::from(t.as_i32())))
         .collect();
     want.extend([

@@ -1,7 +1,10 @@
 //! Messages (one ZMTP frame each) and their ownership.
 //!
-//! A [`Msg`] is one frame: its bytes, the MORE/COMMAND flags, the routing id a ROUTER or SERVER
-//! attaches, and the metadata of the connection it arrived on. The bytes are held one of three ways:
+//! A [`Msg`] is one frame: its bytes, the MORE/COMMAND flags, the `u32` routing id a SERVER or
+//! PEER attaches, the group of a RADIO/DISH message, and the metadata of the connection it
+//! arrived on. The group costs a plain frame nothing: it lives in a small allocation made only
+//! when a group is set, in the slot that otherwise holds the connection's metadata (see
+//! [`Msg::set_group`]). The bytes are held one of three ways:
 //! - inline, for frames of up to [`INLINE_CAP`] bytes (no allocation);
 //! - shared, a reference-counted [`Buffer`] (slices of it are cheap; PUB fan-out clones the handle);
 //! - a slice of a decoder's receive buffer ([`RecvBuf`]), whose references the decoder takes in
@@ -18,6 +21,11 @@ use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicUsize, Ordering};
 use std::sync::Arc;
+
+use crate::error::{Error, Result};
+
+/// Longest group name a message may carry (libzmq 4.3.5's `ZMQ_GROUP_MAX_LENGTH`).
+pub const GROUP_MAX_LENGTH: usize = 255;
 
 /// Largest frame kept inline in the message itself.
 pub const INLINE_CAP: usize = 32;
@@ -427,9 +435,17 @@ impl Drop for MetaRefs {
 }
 
 /// Connection properties attached to received messages (`zmq_msg_gets`).
+///
+/// A message with a group holds, in the same slot, a *group layer*: a `Metadata` with no
+/// properties of its own, the group, and the connection's properties beneath it (`conn`). Only
+/// `msg.rs` ever builds or sees a layer: [`Msg::metadata`] returns what lies beneath.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Metadata {
     props: Vec<(String, Vec<u8>)>,
+    /// A layer's group, NUL-terminated for C callers (`None`: connection properties).
+    group: Option<Box<[u8]>>,
+    /// A layer's connection properties.
+    conn: Option<Arc<Metadata>>,
 }
 
 impl Metadata {
@@ -862,27 +878,82 @@ impl Msg {
         self.routing_id
     }
 
-    /// Sets the routing id.
-    pub fn set_routing_id(&mut self, id: u32) {
+    /// Sets the routing id a SERVER or PEER sends to (`zmq_msg_set_routing_id`); 0 is no id
+    /// and refused with [`Error::Inval`], as libzmq does.
+    pub fn set_routing_id(&mut self, id: u32) -> Result<()> {
+        if id == 0 {
+            return Err(Error::Inval);
+        }
         self.routing_id = id;
+        Ok(())
+    }
+
+    /// Clears the routing id (back to 0).
+    pub fn reset_routing_id(&mut self) {
+        self.routing_id = 0;
+    }
+
+    /// The group of a RADIO/DISH message (`zmq_msg_group`), empty when none.
+    pub fn group(&self) -> &[u8] {
+        let g = self.group_with_nul();
+        &g[..g.len() - 1]
+    }
+
+    /// [`Msg::group`] followed by a NUL byte (for C callers; just the NUL when none).
+    pub fn group_with_nul(&self) -> &[u8] {
+        match self.metadata.as_deref() {
+            Some(Metadata { group: Some(g), .. }) => g,
+            _ => b"\0",
+        }
+    }
+
+    /// Sets the group (`zmq_msg_set_group`); empty clears it. Longer than [`GROUP_MAX_LENGTH`]
+    /// bytes, or holding a NUL byte (no C string could carry it): [`Error::Inval`]. Allocates
+    /// the group layer (see [`Metadata`]), which a message without a group never has.
+    pub fn set_group(&mut self, group: impl AsRef<[u8]>) -> Result<()> {
+        let g = group.as_ref();
+        if g.len() > GROUP_MAX_LENGTH || g.contains(&0) {
+            return Err(Error::Inval);
+        }
+        let conn = self.metadata().cloned();
+        if g.is_empty() {
+            self.metadata = conn;
+            return Ok(());
+        }
+        let mut v = Vec::with_capacity(g.len() + 1);
+        v.extend_from_slice(g);
+        v.push(0);
+        self.metadata = Some(Arc::new(Metadata {
+            props: Vec::new(),
+            group: Some(v.into_boxed_slice()),
+            conn,
+        }));
+        Ok(())
     }
 
     /// The metadata of the connection this frame arrived on.
     pub fn metadata(&self) -> Option<&Arc<Metadata>> {
-        self.metadata.as_ref()
+        match &self.metadata {
+            Some(layer) if layer.group.is_some() => layer.conn.as_ref(),
+            md => md.as_ref(),
+        }
     }
 
-    /// Attaches connection metadata.
+    /// Attaches connection metadata (a group stays).
     pub fn set_metadata(&mut self, md: Option<Arc<Metadata>>) {
-        self.metadata = md;
+        match &mut self.metadata {
+            Some(layer) if layer.group.is_some() => Arc::make_mut(layer).conn = md,
+            slot => *slot = md,
+        }
     }
 
     /// A metadata property (`zmq_msg_gets`).
     pub fn property(&self, name: &str) -> Option<&[u8]> {
-        self.metadata.as_ref()?.get(name)
+        self.metadata()?.get(name)
     }
 
-    /// Keeps the bytes, drops flags, routing id and metadata (used when a frame changes hands).
+    /// Keeps the bytes, drops flags, routing id, group and metadata (used when a frame changes
+    /// hands).
     pub fn reset_meta(&mut self) {
         self.flags &= MSG_SHARED;
         self.routing_id = 0;
@@ -1070,6 +1141,71 @@ mod tests {
         let mut m = Msg::new();
         m.set_metadata(Some(Arc::new(md)));
         assert_eq!(m.property("socket-type"), Some(&b"DEALER"[..]));
+    }
+
+    #[test]
+    fn routing_id_zero_is_refused_and_reset_clears() {
+        let mut m = Msg::copy_from(b"x");
+        assert_eq!(m.routing_id(), 0);
+        assert_eq!(m.set_routing_id(0), Err(Error::Inval));
+        assert_eq!(m.set_routing_id(0xdead_beef), Ok(()));
+        assert_eq!(m.routing_id(), 0xdead_beef);
+        assert_eq!(m.clone().routing_id(), 0xdead_beef);
+        m.reset_routing_id();
+        assert_eq!(m.routing_id(), 0);
+    }
+
+    #[test]
+    fn group_layer_keeps_the_connection_properties_beneath_it() {
+        let mut md = Metadata::new();
+        md.insert("Socket-Type", b"RADIO");
+        let md = Arc::new(md);
+        let mut m = Msg::copy_from(b"body");
+        assert_eq!(m.group(), b"");
+        assert_eq!(m.group_with_nul(), b"\0");
+        assert!(m.holds_nothing());
+        m.set_metadata(Some(md.clone()));
+        m.set_group("weather").unwrap();
+        assert_eq!(m.group(), b"weather");
+        assert_eq!(m.group_with_nul(), b"weather\0");
+        assert!(Arc::ptr_eq(m.metadata().unwrap(), &md));
+        assert_eq!(m.property("socket-type"), Some(&b"RADIO"[..]));
+        // Replacing the connection keeps the group; replacing the group keeps the connection.
+        m.set_metadata(None);
+        assert_eq!(m.group(), b"weather");
+        assert!(m.metadata().is_none());
+        m.set_metadata(Some(md.clone()));
+        m.set_group(b"news").unwrap();
+        assert_eq!(m.group(), b"news");
+        assert!(Arc::ptr_eq(m.metadata().unwrap(), &md));
+        let copy = m.share();
+        m.set_group("").unwrap();
+        assert_eq!(m.group(), b"");
+        assert!(Arc::ptr_eq(m.metadata().unwrap(), &md));
+        assert_eq!(copy.group(), b"news");
+        assert_eq!(m.data(), b"body");
+        m.set_group("g").unwrap();
+        m.reset_meta();
+        assert_eq!(m.group(), b"");
+    }
+
+    #[test]
+    fn group_length_and_nul_are_checked() {
+        let mut m = Msg::new();
+        let longest = vec![b'a'; GROUP_MAX_LENGTH];
+        assert_eq!(m.set_group(&longest), Ok(()));
+        assert_eq!(m.group(), &longest[..]);
+        assert_eq!(
+            m.set_group(vec![b'a'; GROUP_MAX_LENGTH + 1]),
+            Err(Error::Inval)
+        );
+        assert_eq!(m.set_group(b"a\0b"), Err(Error::Inval));
+        assert_eq!(
+            m.group(),
+            &longest[..],
+            "a refused group leaves the old one"
+        );
+        assert!(!m.holds_nothing());
     }
 
     #[test]

@@ -100,7 +100,7 @@ impl Socket {
             shared,
             ctx,
             ty,
-            pattern: pattern::new_pattern(ty),
+            pattern: pattern::new_pattern(ty)?,
             pipes: PipeTable::new(),
             options,
             rcvmore: false,
@@ -439,6 +439,32 @@ impl Socket {
     /// Removes a subscription (SUB/XSUB).
     pub fn unsubscribe(&mut self, topic: &[u8]) -> Result<()> {
         self.set_option_raw(crate::options::UNSUBSCRIBE, topic)
+    }
+
+    /// Joins a group (`zmq_join`): DISH only, [`Error::NotSup`] for other types; a name longer
+    /// than [`crate::msg::GROUP_MAX_LENGTH`] bytes is [`Error::Inval`].
+    pub fn join(&mut self, group: impl AsRef<[u8]>) -> Result<()> {
+        self.group_call(group.as_ref(), true)
+    }
+
+    /// Leaves a group (`zmq_leave`): DISH only, [`Error::NotSup`] for other types.
+    pub fn leave(&mut self, group: impl AsRef<[u8]>) -> Result<()> {
+        self.group_call(group.as_ref(), false)
+    }
+
+    fn group_call(&mut self, group: &[u8], join: bool) -> Result<()> {
+        self.check_alive()?;
+        if group.len() > crate::msg::GROUP_MAX_LENGTH {
+            return Err(Error::Inval);
+        }
+        self.process_if_pending()?;
+        let r = if join {
+            self.pattern.join(group, &mut self.pipes)
+        } else {
+            self.pattern.leave(group, &mut self.pipes)
+        };
+        self.drain_kills();
+        r
     }
 
     /// The endpoint last bound or connected, resolved (`ZMQ_LAST_ENDPOINT`).

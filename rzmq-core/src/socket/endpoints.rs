@@ -82,6 +82,25 @@ impl Socket {
 
     /// Connects to an endpoint; the connection is made (and remade) in the background.
     pub fn connect(&mut self, addr: &str) -> Result<()> {
+        self.connect_pipe(addr).map(|_| ())
+    }
+
+    /// Connects a PEER socket (`zmq_connect_peer`) and returns the routing id of the new
+    /// peer, to send to it at once. Other types: [`Error::NotSup`]; with `ZMQ_IMMEDIATE` set
+    /// (no pipe exists before the connection is up): [`Error::Fault`], both as libzmq.
+    pub fn connect_peer(&mut self, addr: &str) -> Result<u32> {
+        if self.ty != SocketType::Peer {
+            return Err(Error::NotSup);
+        }
+        if self.options.immediate {
+            return Err(Error::Fault);
+        }
+        let id = self.connect_pipe(addr)?.ok_or(Error::Fault)?;
+        self.pattern.pipe_routing_id(id).ok_or(Error::Fault)
+    }
+
+    /// [`Socket::connect`], returning the pipe it attached at once (none with IMMEDIATE).
+    fn connect_pipe(&mut self, addr: &str) -> Result<Option<PipeId>> {
         self.check_alive()?;
         self.process_commands()?;
         let ep = Endpoint::parse(addr)?;
@@ -116,11 +135,12 @@ impl Socket {
                     bind: false,
                     handle: EndpointHandle::InprocConnect,
                 });
-                Ok(())
+                Ok(Some(id))
             }
             ep => {
                 // Without IMMEDIATE the pipe exists from now on, so messages queue before the
                 // connection is up and survive reconnects (libzmq's behaviour).
+                let mut attached = None;
                 let pipe = if !self.options.immediate {
                     let (entry, peer_side) = self.new_pipe_pair();
                     let id = self.shared.reserve_pipe_id();
@@ -131,6 +151,7 @@ impl Socket {
                         entry.routing_id = rid.clone();
                     }
                     self.attach_pipe(id, entry);
+                    attached = Some(id);
                     Some(peer_side)
                 } else {
                     None
@@ -145,7 +166,7 @@ impl Socket {
                     bind: false,
                     handle: EndpointHandle::Io(handle),
                 });
-                Ok(())
+                Ok(attached)
             }
         }
     }

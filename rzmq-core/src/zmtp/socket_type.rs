@@ -33,11 +33,29 @@ pub enum SocketType {
     XSub = 10,
     /// `ZMQ_STREAM`: raw TCP streams (never runs a ZMTP handshake).
     Stream = 11,
+    /// `ZMQ_SERVER` (draft): routes replies by the `u32` routing id of each received message.
+    Server = 12,
+    /// `ZMQ_CLIENT` (draft): round-robins sends and fair-queues receives among SERVERs.
+    Client = 13,
+    /// `ZMQ_RADIO` (draft): publishes messages to groups.
+    Radio = 14,
+    /// `ZMQ_DISH` (draft): receives the groups it joined from RADIOs.
+    Dish = 15,
+    /// `ZMQ_GATHER` (draft): fair-queues from SCATTERs (thread-safe PULL).
+    Gather = 16,
+    /// `ZMQ_SCATTER` (draft): round-robins to GATHERs (thread-safe PUSH).
+    Scatter = 17,
+    /// `ZMQ_DGRAM` (draft): UDP datagrams addressed per message (never runs ZMTP).
+    Dgram = 18,
+    /// `ZMQ_PEER` (draft): a SERVER that also connects, learning each peer's routing id.
+    Peer = 19,
+    /// `ZMQ_CHANNEL` (draft): a thread-safe single-part PAIR.
+    Channel = 20,
 }
 
 impl SocketType {
-    /// Every socket type, in `ZMQ_*` order.
-    pub const ALL: [SocketType; 12] = [
+    /// Every socket type, in `ZMQ_*` order (the draft types last, as libzmq numbers them).
+    pub const ALL: [SocketType; 21] = [
         SocketType::Pair,
         SocketType::Pub,
         SocketType::Sub,
@@ -50,9 +68,18 @@ impl SocketType {
         SocketType::XPub,
         SocketType::XSub,
         SocketType::Stream,
+        SocketType::Server,
+        SocketType::Client,
+        SocketType::Radio,
+        SocketType::Dish,
+        SocketType::Gather,
+        SocketType::Scatter,
+        SocketType::Dgram,
+        SocketType::Peer,
+        SocketType::Channel,
     ];
 
-    /// The socket type with libzmq number `v` (`ZMQ_PAIR` = 0 ... `ZMQ_STREAM` = 11).
+    /// The socket type with libzmq number `v` (`ZMQ_PAIR` = 0 ... `ZMQ_CHANNEL` = 20).
     pub fn from_i32(v: i32) -> Option<SocketType> {
         usize::try_from(v)
             .ok()
@@ -85,6 +112,15 @@ impl SocketType {
             SocketType::XPub => "XPUB",
             SocketType::XSub => "XSUB",
             SocketType::Stream => "STREAM",
+            SocketType::Server => "SERVER",
+            SocketType::Client => "CLIENT",
+            SocketType::Radio => "RADIO",
+            SocketType::Dish => "DISH",
+            SocketType::Gather => "GATHER",
+            SocketType::Scatter => "SCATTER",
+            SocketType::Dgram => "DGRAM",
+            SocketType::Peer => "PEER",
+            SocketType::Channel => "CHANNEL",
         }
     }
 
@@ -97,7 +133,8 @@ impl SocketType {
     }
 
     /// True when a socket of this type may talk to a peer of type `peer` (libzmq's table; STREAM
-    /// talks to nobody over ZMTP).
+    /// talks to nobody over ZMTP, DGRAM only to DGRAM, which never gets as far as a handshake since
+    /// it runs over UDP alone).
     pub fn compatible_with(self, peer: SocketType) -> bool {
         use SocketType::*;
         matches!(
@@ -113,6 +150,15 @@ impl SocketType {
                 | (Router, Req | Dealer | Router)
                 | (Push, Pull)
                 | (Pull, Push)
+                | (Server, Client)
+                | (Client, Server)
+                | (Radio, Dish)
+                | (Dish, Radio)
+                | (Scatter, Gather)
+                | (Gather, Scatter)
+                | (Dgram, Dgram)
+                | (Peer, Peer)
+                | (Channel, Channel)
         )
     }
 
@@ -123,6 +169,22 @@ impl SocketType {
             self,
             SocketType::Req | SocketType::Dealer | SocketType::Router
         )
+    }
+
+    /// True for the types libzmq makes thread-safe (the draft types but DGRAM): one socket may be
+    /// used from several threads, and it supports no multipart messages.
+    pub fn is_thread_safe(self) -> bool {
+        use SocketType::*;
+        matches!(
+            self,
+            Server | Client | Radio | Dish | Gather | Scatter | Peer | Channel
+        )
+    }
+
+    /// True for the draft types (`ZMQ_SERVER` = 12 and up), which libzmq only builds with
+    /// `ZMQ_BUILD_DRAFT_API` and rzmq always has.
+    pub fn is_draft(self) -> bool {
+        self.as_i32() >= SocketType::Server.as_i32()
     }
 }
 
@@ -137,10 +199,13 @@ mod tests {
             assert_eq!(t.as_i32(), i as i32);
             assert_eq!(SocketType::from_name(t.name().as_bytes()), Some(*t));
         }
-        assert_eq!(SocketType::from_i32(12), None);
+        assert_eq!(SocketType::from_i32(21), None);
         assert_eq!(SocketType::from_i32(-1), None);
         assert_eq!(SocketType::from_raw(6), Ok(SocketType::Router));
-        assert_eq!(SocketType::from_raw(12), Err(Error::Inval));
+        assert_eq!(SocketType::from_raw(12), Ok(SocketType::Server));
+        assert_eq!(SocketType::from_raw(20), Ok(SocketType::Channel));
+        assert_eq!(SocketType::from_raw(21), Err(Error::Inval));
+        assert_eq!(SocketType::from_name(b"SCATTER"), Some(SocketType::Scatter));
         assert_eq!(SocketType::from_name(b"pub"), None);
     }
 
@@ -155,5 +220,26 @@ mod tests {
         assert!(SocketType::Req.compatible_with(SocketType::Router));
         assert!(!SocketType::Req.compatible_with(SocketType::Req));
         assert!(!SocketType::Pub.compatible_with(SocketType::Pub));
+        assert!(SocketType::Client.compatible_with(SocketType::Server));
+        assert!(!SocketType::Client.compatible_with(SocketType::Client));
+        assert!(!SocketType::Client.compatible_with(SocketType::Router));
+        assert!(!SocketType::Dealer.compatible_with(SocketType::Server));
+        assert!(SocketType::Radio.compatible_with(SocketType::Dish));
+        assert!(SocketType::Scatter.compatible_with(SocketType::Gather));
+        assert!(!SocketType::Scatter.compatible_with(SocketType::Pull));
+        assert!(SocketType::Peer.compatible_with(SocketType::Peer));
+        assert!(SocketType::Channel.compatible_with(SocketType::Channel));
+        assert!(!SocketType::Channel.compatible_with(SocketType::Pair));
+    }
+
+    #[test]
+    fn thread_safe_types_are_the_draft_types_but_dgram() {
+        for t in SocketType::ALL {
+            assert_eq!(
+                t.is_thread_safe(),
+                t.is_draft() && t != SocketType::Dgram,
+                "{t:?}"
+            );
+        }
     }
 }
