@@ -6,9 +6,9 @@
 //! What rzmq does not implement answers as libzmq does for an unsupported request: -1 with
 //! `ENOTSUP` (each function's doc says which cases).
 
-use std::ffi::{c_char, c_int, c_long, c_void};
+use std::ffi::{c_char, c_int, c_long, c_void, CStr};
 
-use rzmq_core::{Error, Msg};
+use rzmq_core::{Error, Msg, SocketType};
 
 use crate::ctx::ctx_ref;
 use crate::errno::{call, call_or};
@@ -127,11 +127,7 @@ pub unsafe extern "C" fn zmq_msg_init_buffer(
 pub unsafe extern "C" fn zmq_msg_set_routing_id(msg: *mut zmq_msg_t, routing_id: u32) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let m = unsafe { msg_mut(msg) }?;
-        if routing_id == 0 {
-            return Err(Error::Inval);
-        }
-        m.set_routing_id(routing_id);
+        unsafe { msg_mut(msg) }?.set_routing_id(routing_id)?;
         Ok(0)
     })
 }
@@ -154,10 +150,14 @@ pub unsafe extern "C" fn zmq_msg_routing_id(msg: *mut zmq_msg_t) -> u32 {
 pub unsafe extern "C" fn zmq_msg_set_group(msg: *mut zmq_msg_t, group: *const c_char) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let _m = unsafe { msg_mut(msg) }?;
-        // SAFETY: caller's contract.
-        let _g = unsafe { c_str(group) }?;
-        Err(Error::NotSup)
+        let m = unsafe { msg_mut(msg) }?;
+        if group.is_null() {
+            return Err(Error::Inval);
+        }
+        // SAFETY: non-null NUL-terminated string (caller's contract).
+        let g = unsafe { CStr::from_ptr(group) };
+        m.set_group(g.to_bytes())?;
+        Ok(0)
     })
 }
 
@@ -169,8 +169,9 @@ pub unsafe extern "C" fn zmq_msg_set_group(msg: *mut zmq_msg_t, group: *const c_
 pub unsafe extern "C" fn zmq_msg_group(msg: *mut zmq_msg_t) -> *const c_char {
     call_or(std::ptr::null(), || {
         // SAFETY: caller's contract.
-        let _m = unsafe { msg_ref(msg) }?;
-        Ok(c"".as_ptr())
+        let m = unsafe { msg_ref(msg) }?;
+        // NUL-terminated, owned by the message (or static when it has no group).
+        Ok(m.group_with_nul().as_ptr().cast())
     })
 }
 
@@ -183,10 +184,9 @@ pub unsafe extern "C" fn zmq_msg_group(msg: *mut zmq_msg_t) -> *const c_char {
 pub unsafe extern "C" fn zmq_join(s: *mut c_void, group: *const c_char) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let _sock = unsafe { sock_mut(s) }?;
-        // SAFETY: caller's contract.
-        let _g = unsafe { c_str(group) }?;
-        Err(Error::NotSup)
+        let (sock, g) = unsafe { (sock_mut(s)?, group_arg(group)?) };
+        sock.join(g)?;
+        Ok(0)
     })
 }
 
@@ -198,11 +198,22 @@ pub unsafe extern "C" fn zmq_join(s: *mut c_void, group: *const c_char) -> c_int
 pub unsafe extern "C" fn zmq_leave(s: *mut c_void, group: *const c_char) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let _sock = unsafe { sock_mut(s) }?;
-        // SAFETY: caller's contract.
-        let _g = unsafe { c_str(group) }?;
-        Err(Error::NotSup)
+        let (sock, g) = unsafe { (sock_mut(s)?, group_arg(group)?) };
+        sock.leave(g)?;
+        Ok(0)
     })
+}
+
+/// A group argument: NULL is `EINVAL` (libzmq's check), any bytes otherwise.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string valid for `'a`.
+unsafe fn group_arg<'a>(p: *const c_char) -> Result<&'a [u8], Error> {
+    if p.is_null() {
+        return Err(Error::Inval);
+    }
+    // SAFETY: non-null NUL-terminated string (caller's contract).
+    Ok(unsafe { CStr::from_ptr(p) }.to_bytes())
 }
 
 /// Connects a PEER socket and returns the new peer's routing id; 0 on failure (`ENOTSOCK`,
@@ -214,10 +225,12 @@ pub unsafe extern "C" fn zmq_leave(s: *mut c_void, group: *const c_char) -> c_in
 pub unsafe extern "C" fn zmq_connect_peer(s: *mut c_void, addr: *const c_char) -> u32 {
     call_or(0, || {
         // SAFETY: caller's contract.
-        let _sock = unsafe { sock_mut(s) }?;
+        let sock = unsafe { sock_mut(s) }?;
+        if sock.socket_type() != SocketType::Peer {
+            return Err(Error::NotSup);
+        }
         // SAFETY: caller's contract.
-        let _a = unsafe { c_str(addr) }?;
-        Err(Error::NotSup)
+        sock.connect_peer(unsafe { c_str(addr) }?)
     })
 }
 
@@ -242,7 +255,8 @@ pub unsafe extern "C" fn zmq_socket_get_peer_state(
 
 /// `zmq_socket_monitor` with an event format version and a monitor socket type. Version 1 on a
 /// PAIR socket is `zmq_socket_monitor`; version 2 (64-bit events, local and remote endpoints)
-/// and PUB/PUSH monitor sockets are `ENOTSUP` in rzmq; other versions and types are `EINVAL`.
+/// and PUB/PUSH monitor sockets are `ENOTSUP` in rzmq; other types (libzmq: PAIR, PUB, PUSH)
+/// and versions are `EINVAL`; a NULL `addr` stops monitoring.
 ///
 /// # Safety
 /// `s` as [`zmq_join`]; `addr` is NULL or a NUL-terminated string.
@@ -257,23 +271,25 @@ pub unsafe extern "C" fn zmq_socket_monitor_versioned(
     call(|| {
         // SAFETY: caller's contract.
         let sock = unsafe { sock_mut(s) }?;
-        match event_version {
-            1 if events >> 16 != 0 => return Err(Error::Inval),
-            1 => {}
-            2 => return Err(Error::NotSup),
-            _ => return Err(Error::Inval),
+        if event_version == 1 && events >> 16 != 0 {
+            return Err(Error::Inval);
+        }
+        if addr.is_null() {
+            sock.monitor(None, 0)?;
+            return Ok(0);
         }
         match type_ {
             ZMQ_PAIR => {}
             ZMQ_PUB | ZMQ_PUSH => return Err(Error::NotSup),
             _ => return Err(Error::Inval),
         }
-        let addr = if addr.is_null() {
-            None
-        } else {
-            // SAFETY: caller's contract.
-            Some(unsafe { c_str(addr) }?)
-        };
+        match event_version {
+            1 => {}
+            2 => return Err(Error::NotSup),
+            _ => return Err(Error::Inval),
+        }
+        // SAFETY: caller's contract.
+        let addr = Some(unsafe { c_str(addr) }?);
         sock.monitor(addr, events as u16)?;
         Ok(0)
     })

@@ -8,7 +8,7 @@
 //! `ENOTSOCK` for a bad socket, `EBADF` for fd -1, `EINVAL` for a double add, a modify or
 //! remove of something not registered and unknown event bits, `EAGAIN` when the time runs out.
 //!
-//! `zmq_poller_fd` exists, as in libzmq, once a thread-safe socket (`ZMQ_THREAD_SAFE`) has been
+//! `zmq_poller_fd` exists, as in libzmq, once a thread-safe socket (the DRAFT types but DGRAM) has been
 //! added: it is an epoll descriptor over those sockets' `ZMQ_FD`s, readable when one of them
 //! may have become ready.
 
@@ -18,7 +18,6 @@ use std::sync::atomic::AtomicU32;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use rzmq_core::options::{OptValue, THREAD_SAFE};
 use rzmq_core::poll::{poll, PollItem, Pollable};
 use rzmq_core::Error;
 
@@ -102,8 +101,7 @@ fn check_events(events: c_short) -> Result<(), Error> {
 /// `s` is NULL or a pointer readable for 4 bytes; the socket is not in use by another call.
 unsafe fn check_socket(s: *mut c_void) -> Result<bool, Error> {
     // SAFETY: caller's contract; the borrow ends within this function.
-    let sock = unsafe { sock_mut(s) }?;
-    Ok(matches!(sock.get_option(THREAD_SAFE), Ok(OptValue::Int(1))))
+    Ok(unsafe { sock_mut(s) }?.socket_type().is_thread_safe())
 }
 
 /// The socket's `ZMQ_FD`.
