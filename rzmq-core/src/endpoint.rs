@@ -13,7 +13,7 @@
 //! |---|---|
 //! | no `"://"`, empty transport or empty address | `EINVAL` |
 //! | transport not `tcp`/`ipc`/`inproc` (and not `udp`), e.g. `pgm`, `epgm`, `norm`, `vmci`, `ws`, `wss`, `tipc`, or any case variant such as `TCP` | `EPROTONOSUPPORT` (libzmq built without those transports) |
-//! | `udp://` on a socket type other than RADIO/DISH/DGRAM (all the types we build) | `ENOCOMPATPROTO`: `udp` is always a known transport in 4.3.5 |
+//! | `udp://` on a socket type other than RADIO/DISH/DGRAM (checked at bind/connect, `socket/endpoints.rs`) | `ENOCOMPATPROTO`: `udp` is always a known transport in 4.3.5 |
 //! | tcp bind: `host:port`, `*:port`, `*:*`, `host:0`, `host:*` | port `*` and `0` mean an ephemeral port |
 //! | tcp port text | parsed with C `atoi` then cast to `uint16_t`; a result of 0 (`"abc"`, `"65536"`) is `EINVAL`; missing `:` is `EINVAL` |
 //! | tcp bind resolution failure (unknown host or interface) | `ENODEV` |
@@ -51,13 +51,15 @@ pub(crate) enum Endpoint {
     Ipc(IpcEndpoint),
     /// `inproc://<name>`; holds the name after `inproc://`.
     Inproc(String),
+    /// `udp://<address>`; holds the text after `udp://` (resolved by `transport::udp`).
+    Udp(String),
 }
 
 /// Parses `"<transport>://<address>"` with libzmq's `parse_uri` and `check_protocol` rules.
 ///
 /// Errors: `EINVAL` when `"://"` is missing or either side of it is empty, `EPROTONOSUPPORT` for a
-/// transport libzmq (as we build it) does not know, `ENOCOMPATPROTO` for `udp` (only valid for
-/// the draft RADIO/DISH/DGRAM socket types). As with a C string, the text ends at the first NUL.
+/// transport libzmq (as we build it) does not know. (`udp` parses; only the draft RADIO, DISH
+/// and DGRAM socket types may use it, which bind and connect check.) As with a C string, the text ends at the first NUL.
 pub(crate) fn parse(addr: &str) -> Result<Endpoint> {
     let addr = addr.split('\0').next().unwrap_or("");
     let pos = addr.find("://").ok_or(Error::Inval)?;
@@ -74,7 +76,7 @@ pub(crate) fn parse(addr: &str) -> Result<Endpoint> {
         })),
         "ipc" => Ok(Endpoint::Ipc(IpcEndpoint::new(rest))),
         "inproc" => Ok(Endpoint::Inproc(rest.to_owned())),
-        "udp" => Err(Error::NoCompatProto),
+        "udp" => Ok(Endpoint::Udp(rest.to_owned())),
         _ => Err(Error::ProtoNoSupport),
     }
 }
@@ -85,12 +87,13 @@ impl Endpoint {
         parse(addr)
     }
 
-    /// The transport name: `"tcp"`, `"ipc"` or `"inproc"`.
+    /// The transport name: `"tcp"`, `"ipc"`, `"inproc"` or `"udp"`.
     pub(crate) fn protocol(&self) -> &'static str {
         match self {
             Endpoint::Tcp(_) => "tcp",
             Endpoint::Ipc(_) => "ipc",
             Endpoint::Inproc(_) => "inproc",
+            Endpoint::Udp(_) => "udp",
         }
     }
 
@@ -101,6 +104,7 @@ impl Endpoint {
             Endpoint::Tcp(t) => format!("tcp://{}", t.address()),
             Endpoint::Ipc(i) => format!("ipc://{}", i.path()),
             Endpoint::Inproc(n) => format!("inproc://{n}"),
+            Endpoint::Udp(a) => format!("udp://{a}"),
         }
     }
 }
@@ -690,7 +694,10 @@ mod tests {
                 "{s}"
             );
         }
-        assert_eq!(parse("udp://127.0.0.1:5555"), Err(Error::NoCompatProto));
+        assert_eq!(
+            parse("udp://127.0.0.1:5555"),
+            Ok(Endpoint::Udp("127.0.0.1:5555".into()))
+        );
     }
 
     #[test]

@@ -514,7 +514,7 @@ pub fn fuzz_endpoint(data: &[u8]) {
                 let _ = (i.is_wildcard(), i.is_abstract(), i.validate());
                 let _ = i.last_endpoint();
             }
-            Endpoint::Inproc(_) => {}
+            Endpoint::Inproc(_) | Endpoint::Udp(_) => {}
         }
     }
     for (bindable, ipv6) in [(false, false), (true, true)] {

@@ -14,5 +14,5 @@ mod shared;
 pub(crate) mod thread;
 mod timers;
 
-pub(crate) use bind::{bind, connect};
+pub(crate) use bind::{bind, connect, udp};
 pub(crate) use thread::IoHandle;

@@ -14,6 +14,7 @@ use super::shared::{IoCmd, IoShared};
 use super::timers::Timers;
 use crate::monitor;
 use crate::pipe::Notify;
+use crate::session::udp::UdpSession;
 use crate::session::{Fate, Io, Session, ALT_BIT};
 use crate::transport::listener::Listener;
 
@@ -25,6 +26,8 @@ pub(super) enum Object {
     Listener(Box<Listener>),
     /// A session.
     Session(Box<Session>),
+    /// A UDP endpoint.
+    Udp(Box<UdpSession>),
 }
 
 /// An I/O thread's state, owned by its loop.
@@ -167,12 +170,18 @@ impl Reactor {
                 self.objects.insert(token, Object::Session(s));
                 self.with_session(token, |s, r, tok| s.start(r, tok));
             }
+            IoCmd::AddUdp(u, token) => {
+                self.objects.insert(token, Object::Udp(u));
+                self.with_udp(token, |u, r, tok| (u.start(r, tok), false));
+            }
             IoCmd::Close(token, emit) => self.close_object(token, emit),
             IoCmd::SocketClosed(token) => {
                 self.with_session(token, |s, r, tok| s.socket_gone(r, tok));
+                self.with_udp(token, |u, _, _| (u.socket_gone(), false));
             }
             IoCmd::Pipe(token) => {
                 self.with_session(token, |s, r, tok| s.on_pipe(r, tok));
+                self.with_udp(token, |u, _, _| (u.on_pipe(), false));
             }
             IoCmd::Shutdown => {
                 self.shutting_down = true;
@@ -182,6 +191,9 @@ impl Reactor {
                         Some(Object::Listener(_)) => self.close_object(t, true),
                         Some(Object::Session(_)) => {
                             self.with_session(t, |s, r, tok| s.socket_gone(r, tok));
+                        }
+                        Some(Object::Udp(_)) => {
+                            self.with_udp(t, |u, _, _| (u.socket_gone(), false));
                         }
                         None => {}
                     }
@@ -206,7 +218,29 @@ impl Reactor {
                 }
             }
             Some(Object::Session(s)) => self.remove_session(s, token),
+            Some(Object::Udp(mut u)) => u.teardown(self),
             None => {}
+        }
+    }
+
+    /// Runs `f` on the UDP endpoint `token` (taken out of the table meanwhile), then keeps or
+    /// removes it as `f` says (the flag: read it again after the other connections).
+    fn with_udp(
+        &mut self,
+        token: u64,
+        f: impl FnOnce(&mut UdpSession, &mut Reactor, u64) -> (Fate, bool),
+    ) {
+        let Some(Object::Udp(mut u)) = self.objects.remove(&token) else {
+            return;
+        };
+        match f(&mut u, self, token) {
+            (Fate::Keep, again) => {
+                if again {
+                    self.read_again.push(token);
+                }
+                self.objects.insert(token, Object::Udp(u));
+            }
+            (Fate::Remove, _) => u.teardown(self),
         }
     }
 
@@ -250,6 +284,9 @@ impl Reactor {
             Some(Object::Listener(_)) => self.accept(token),
             Some(Object::Session(_)) => {
                 self.with_session(token, |s, r, tok| s.on_ready(r, tok, readable, writable))
+            }
+            Some(Object::Udp(_)) => {
+                self.with_udp(token, |u, _, _| u.on_ready(readable, writable))
             }
             None => {}
         }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::pipe::Notify;
+use crate::session::udp::UdpSession;
 use crate::session::Session;
 use crate::signal::Mailbox;
 use crate::transport::listener::Listener;
@@ -16,6 +17,8 @@ pub(super) enum IoCmd {
     AddListener(Box<Listener>, u64),
     /// A new session, with its token.
     AddSession(Box<Session>, u64),
+    /// A new UDP endpoint, with its token.
+    AddUdp(Box<UdpSession>, u64),
     /// Close a listener or session; the flag says whether to raise EVENT_CLOSED here.
     Close(u64, bool),
     /// The socket of this session closed: linger, then end.

@@ -10,6 +10,7 @@ use mio::Poll;
 use super::reactor::Reactor;
 use super::shared::{IoCmd, IoShared};
 use crate::error::{Error, Result};
+use crate::session::udp::UdpSession;
 use crate::session::Session;
 use crate::signal::Mailbox;
 use crate::transport::listener::Listener;
@@ -62,6 +63,13 @@ impl IoThread {
         let token = self.shared.token();
         self.shared
             .send(IoCmd::AddSession(Box::new(session), token));
+        self.handle(token, -1)
+    }
+
+    /// Hands a UDP endpoint to the thread; returns the socket's handle on it.
+    pub(super) fn add_udp(&self, udp: UdpSession) -> IoHandle {
+        let token = self.shared.token();
+        self.shared.send(IoCmd::AddUdp(Box::new(udp), token));
         self.handle(token, -1)
     }
 

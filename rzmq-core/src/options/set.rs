@@ -115,6 +115,8 @@ impl Options {
                 }
                 done
             }
+            // RADIO takes ZMQ_XPUB_NODROP too (libzmq `radio_t::xsetsockopt`).
+            XPUB_NODROP if t == T::Radio => set_flag(&mut self.xpub_nodrop, flag, opt),
             ONLY_FIRST_SUBSCRIBE if is_xpub || t == T::XSub => {
                 set_flag(&mut self.only_first_subscribe, flag, opt)
             }

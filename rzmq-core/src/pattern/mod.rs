@@ -38,6 +38,8 @@ use crate::zmtp::SocketType;
 
 mod array;
 pub(crate) mod dealer;
+pub(crate) mod dgram;
+pub(crate) mod dish;
 pub(crate) mod dist;
 pub(crate) mod fq;
 pub(crate) mod lb;
@@ -45,6 +47,7 @@ pub(crate) mod pair;
 pub(crate) mod pubsub;
 pub(crate) mod pull;
 pub(crate) mod push;
+pub(crate) mod radio;
 pub(crate) mod rep;
 pub(crate) mod req;
 pub(crate) mod router;
@@ -128,8 +131,9 @@ pub(crate) fn new_pattern(socket_type: SocketType) -> Result<Box<dyn Pattern>> {
         | SocketType::Scatter
         | SocketType::Peer
         | SocketType::Channel => return Err(Error::NotSup),
-        // wt-radio: RADIO, DISH and DGRAM are not built yet; their patterns replace this arm.
-        SocketType::Radio | SocketType::Dish | SocketType::Dgram => return Err(Error::NotSup),
+        SocketType::Radio => Box::new(radio::Radio::new()),
+        SocketType::Dish => Box::new(dish::Dish::new()),
+        SocketType::Dgram => Box::new(dgram::Dgram::new()),
     })
 }
 
@@ -360,6 +364,9 @@ mod tests {
             (SocketType::XPub, false, false),
             (SocketType::XSub, false, false),
             (SocketType::Stream, false, false),
+            (SocketType::Radio, false, true),
+            (SocketType::Dish, true, false),
+            (SocketType::Dgram, false, false),
         ];
         for (ty, send_notsup, recv_notsup) in cases {
             let mut p = new_pattern(ty).unwrap();

@@ -111,7 +111,7 @@ impl Session {
                     Err(_) => self.retry_later(r, token),
                 }
             }
-            Endpoint::Inproc(_) => Fate::Remove,
+            Endpoint::Inproc(_) | Endpoint::Udp(_) => Fate::Remove,
         }
     }
 

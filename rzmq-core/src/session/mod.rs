@@ -23,6 +23,7 @@ mod end;
 mod events;
 mod pump;
 mod timer;
+pub(crate) mod udp;
 
 use connect::ConnectInfo;
 use timer::{Timer, TimerTable};

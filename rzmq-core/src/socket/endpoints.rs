@@ -1,5 +1,5 @@
-//! Endpoints: bind, connect, unbind and disconnect over tcp, ipc (handed to an I/O thread)
-//! and inproc (the context's registry), and what the socket keeps to undo them.
+//! Endpoints: bind, connect, unbind and disconnect over tcp, ipc and udp (handed to an I/O
+//! thread) and inproc (the context's registry), and what the socket keeps to undo them.
 
 use std::sync::Arc;
 
@@ -11,6 +11,7 @@ use crate::io::{self, IoHandle};
 use crate::monitor;
 use crate::pattern::{PipeEntry, PipeId};
 use crate::pipe;
+use crate::session::udp::UdpRole;
 use crate::transport::inproc::InprocPeer;
 use crate::transport::ConnSetup;
 
@@ -44,6 +45,7 @@ impl Socket {
         self.check_alive()?;
         self.process_commands()?;
         match Endpoint::parse(addr)? {
+            Endpoint::Udp(a) => self.udp_endpoint(addr, &a, true).map(|_| ()),
             Endpoint::Inproc(name) => {
                 let pending = self.ctx.inproc().bind(self.inproc_peer(), &name)?;
                 for (id, entry) in pending {
@@ -104,6 +106,9 @@ impl Socket {
         self.check_alive()?;
         self.process_commands()?;
         let ep = Endpoint::parse(addr)?;
+        if let Endpoint::Udp(a) = &ep {
+            return self.udp_endpoint(addr, a, false).map(Some);
+        }
         let connect_rid = self.options.take_connect_routing_id();
         if let Some(rid) = &connect_rid {
             if self.ty == SocketType::Router || self.ty == SocketType::Stream {
@@ -169,6 +174,39 @@ impl Socket {
                 Ok(attached)
             }
         }
+    }
+
+    /// Binds (DISH, DGRAM) or connects (RADIO) a `udp://` endpoint: the pipe is attached now
+    /// (there is no handshake), its other end goes to the UDP endpoint on an I/O thread. Other
+    /// socket types, and the other direction, get `ENOCOMPATPROTO` as from libzmq 4.3.5.
+    fn udp_endpoint(&mut self, given: &str, addr: &str, bind: bool) -> Result<PipeId> {
+        let role = UdpRole::of(self.ty)
+            .filter(|r| r.binds() == bind)
+            .ok_or(Error::NoCompatProto)?;
+        let (mut entry, peer_side) = self.new_pipe_pair();
+        let (handle, resolved) = match io::udp(addr, bind, role, &self.options, peer_side, || {
+            self.ctx.io_thread()
+        }) {
+            Ok(r) => r,
+            Err(e) => {
+                if bind {
+                    self.monitor
+                        .event(monitor::EVENT_BIND_FAILED, e.errno() as u32, given);
+                }
+                return Err(e);
+            }
+        };
+        entry.endpoint = Some(given.to_string());
+        let id = self.shared.reserve_pipe_id();
+        self.attach_pipe(id, entry);
+        self.last_endpoint = resolved.clone();
+        self.endpoints.push(EndpointRec {
+            given: given.to_string(),
+            resolved,
+            bind,
+            handle: EndpointHandle::Io(handle),
+        });
+        Ok(id)
     }
 
     /// Creates both ends of a peer pipe: the socket's entry and the connection's ends.

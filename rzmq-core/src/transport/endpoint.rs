@@ -26,6 +26,6 @@ pub(crate) fn check_connect(ep: &Endpoint) -> Result<()> {
     match ep {
         Endpoint::Tcp(t) => t.check_connect_syntax(),
         Endpoint::Ipc(i) => i.validate(),
-        Endpoint::Inproc(_) => Err(Error::Inval),
+        Endpoint::Inproc(_) | Endpoint::Udp(_) => Err(Error::Inval),
     }
 }

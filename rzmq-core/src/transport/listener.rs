@@ -124,7 +124,7 @@ pub(crate) fn listen(ep: &Endpoint, o: &Options) -> Result<(ListenerKind, String
                 fd,
             )
         }
-        Endpoint::Inproc(_) => return Err(Error::Inval),
+        Endpoint::Inproc(_) | Endpoint::Udp(_) => return Err(Error::Inval),
     })
 }
 

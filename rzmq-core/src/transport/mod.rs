@@ -1,6 +1,7 @@
 //! Transports: how a socket's connections come to be, below the sessions that run them. tcp and
 //! ipc listeners and connects, SOCKS5 glue, peer credentials, same-host congestion control, the
-//! engine a new connection gets, and the inproc registry (no I/O thread).
+//! engine a new connection gets, the inproc registry (no I/O thread), and `udp://` addresses,
+//! sockets and datagram forms.
 //!
 //! Nothing here knows sessions or I/O threads: `session/` runs a connection's lifetime over
 //! these pieces, `io/` hands listeners and sessions to I/O threads.
@@ -12,6 +13,8 @@ use crate::monitor::Monitor;
 use crate::options::Options;
 use crate::zmtp::SocketType;
 
+/// The UDP datagram forms (RADIO/DISH groups, DGRAM addresses).
+pub(crate) mod datagram;
 /// Checks of an endpoint before bind and connect.
 pub(crate) mod endpoint;
 /// A new connection's engine.
@@ -28,6 +31,8 @@ pub(crate) mod same_host;
 pub(crate) mod socks;
 /// tcp socket options and connects.
 pub(crate) mod tcp;
+/// `udp://` addresses and the sockets they open.
+pub(crate) mod udp;
 
 /// What a listener or session needs to know about its socket.
 #[derive(Clone)]

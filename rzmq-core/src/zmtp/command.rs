@@ -1,5 +1,5 @@
-//! ZMTP command bodies: building and parsing `READY`, `ERROR`, `PING`, `PONG`, `SUBSCRIBE` and
-//! `CANCEL` (RFC 37). A command frame's body is a 1-byte name length, the name, then data.
+//! ZMTP command bodies: building and parsing `READY`, `ERROR`, `PING`, `PONG`, `SUBSCRIBE`,
+//! `CANCEL` (RFC 37), and the draft RADIO/DISH `JOIN` and `LEAVE` (libzmq 4.3.5's form). A command frame's body is a 1-byte name length, the name, then data.
 //!
 //! Nothing here knows about frames or connection state; parsers never panic on peer input.
 
@@ -15,6 +15,10 @@ pub(crate) const PING: &[u8] = b"PING";
 pub(crate) const SUBSCRIBE: &[u8] = b"SUBSCRIBE";
 /// `CANCEL` command name.
 pub(crate) const CANCEL: &[u8] = b"CANCEL";
+/// `JOIN` command name (a DISH joins a group).
+pub(crate) const JOIN: &[u8] = b"JOIN";
+/// `LEAVE` command name (a DISH leaves a group).
+pub(crate) const LEAVE: &[u8] = b"LEAVE";
 
 /// Start of a `PING` body (name length and name); the TTL and context follow.
 pub(crate) const PING_PREFIX: &[u8] = b"\x04PING";
@@ -24,6 +28,29 @@ pub(crate) const PONG_PREFIX: &[u8] = b"\x04PONG";
 pub(crate) const SUBSCRIBE_PREFIX: &[u8] = b"\x09SUBSCRIBE";
 /// Start of a `CANCEL` body; the topic follows.
 pub(crate) const CANCEL_PREFIX: &[u8] = b"\x06CANCEL";
+/// Start of a DISH's `JOIN` body; the group follows (libzmq `dish_session_t`).
+pub(crate) const JOIN_PREFIX: &[u8] = b"\x04JOIN";
+/// Start of a DISH's `LEAVE` body; the group follows.
+pub(crate) const LEAVE_PREFIX: &[u8] = b"\x05LEAVE";
+
+/// The body of a `JOIN` (`join`) or `LEAVE` command for `group`.
+pub(crate) fn join_leave_body(join: bool, group: &[u8]) -> Vec<u8> {
+    let prefix = if join { JOIN_PREFIX } else { LEAVE_PREFIX };
+    let mut v = Vec::with_capacity(prefix.len() + group.len());
+    v.extend_from_slice(prefix);
+    v.extend_from_slice(group);
+    v
+}
+
+/// A `JOIN` (true) or `LEAVE` (false) command body's group, as libzmq's `radio_session_t`
+/// recognises them; `None` for any other body.
+pub(crate) fn parse_join_leave(body: &[u8]) -> Option<(bool, &[u8])> {
+    if let Some(g) = body.strip_prefix(JOIN_PREFIX) {
+        Some((true, g))
+    } else {
+        body.strip_prefix(LEAVE_PREFIX).map(|g| (false, g))
+    }
+}
 
 /// The `Socket-Type` property name (compared case-sensitively, as libzmq does).
 pub(crate) const PROP_SOCKET_TYPE: &str = "Socket-Type";

@@ -710,6 +710,14 @@ impl Connection {
                 m.set_metadata(self.md.take());
                 Some(Event::Message(m))
             }
+            // A DISH's JOIN/LEAVE reach a RADIO's pattern as the command frame they came in
+            // (libzmq's radio_session_t turns them into join/leave messages the same way).
+            command::JOIN | command::LEAVE if self.cfg.socket_type == SocketType::Radio => {
+                let mut m = msg.clone();
+                m.set_more(false);
+                m.set_command(true);
+                Some(Event::Message(m))
+            }
             _ if name.starts_with(EXTENSION_PREFIX) => Some(Event::Command(msg.clone())),
             _ => None,
         }

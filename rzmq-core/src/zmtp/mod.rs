@@ -101,6 +101,7 @@ mod connection;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use command::{join_leave_body, parse_join_leave};
 pub(crate) use connection::parse_command;
 pub(crate) use connection::Decoder;
 pub use connection::{Config, Connection, Event};
