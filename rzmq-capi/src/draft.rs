@@ -184,7 +184,7 @@ pub unsafe extern "C" fn zmq_msg_group(msg: *mut zmq_msg_t) -> *const c_char {
 pub unsafe extern "C" fn zmq_join(s: *mut c_void, group: *const c_char) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let (sock, g) = unsafe { (sock_mut(s)?, group_arg(group)?) };
+        let (mut sock, g) = unsafe { (sock_mut(s)?, group_arg(group)?) };
         sock.join(g)?;
         Ok(0)
     })
@@ -198,7 +198,7 @@ pub unsafe extern "C" fn zmq_join(s: *mut c_void, group: *const c_char) -> c_int
 pub unsafe extern "C" fn zmq_leave(s: *mut c_void, group: *const c_char) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let (sock, g) = unsafe { (sock_mut(s)?, group_arg(group)?) };
+        let (mut sock, g) = unsafe { (sock_mut(s)?, group_arg(group)?) };
         sock.leave(g)?;
         Ok(0)
     })
@@ -225,7 +225,7 @@ unsafe fn group_arg<'a>(p: *const c_char) -> Result<&'a [u8], Error> {
 pub unsafe extern "C" fn zmq_connect_peer(s: *mut c_void, addr: *const c_char) -> u32 {
     call_or(0, || {
         // SAFETY: caller's contract.
-        let sock = unsafe { sock_mut(s) }?;
+        let mut sock = unsafe { sock_mut(s) }?;
         if sock.socket_type() != SocketType::Peer {
             return Err(Error::NotSup);
         }
@@ -270,7 +270,7 @@ pub unsafe extern "C" fn zmq_socket_monitor_versioned(
 ) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let sock = unsafe { sock_mut(s) }?;
+        let mut sock = unsafe { sock_mut(s) }?;
         if event_version == 1 && events >> 16 != 0 {
             return Err(Error::Inval);
         }

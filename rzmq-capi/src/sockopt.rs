@@ -74,7 +74,7 @@ pub unsafe extern "C" fn zmq_setsockopt(
 ) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let sock = unsafe { sock_mut(s) }?;
+        let mut sock = unsafe { sock_mut(s) }?;
         let value: Option<&[u8]> = if optval.is_null() {
             if optvallen != 0 {
                 return Err(Error::Inval);
@@ -109,7 +109,7 @@ pub unsafe extern "C" fn zmq_getsockopt(
 ) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let sock = unsafe { sock_mut(s) }?;
+        let mut sock = unsafe { sock_mut(s) }?;
         if optvallen.is_null() {
             return Err(Error::Fault);
         }
