@@ -5,14 +5,13 @@
 //! check, never two at once.
 
 use std::ffi::{c_int, c_long, c_short, c_void};
-use std::os::fd::RawFd;
 use std::time::Duration;
 
-use rzmq_core::poll::{poll_masked, PollItem, Pollable};
+use rzmq_core::poll::{poll_masked, PollItem};
 use rzmq_core::Error;
 
 use crate::errno::call;
-use crate::socket::sock_mut;
+use crate::socket::{sock_mut, RawSocket};
 
 // The poll bits are rzmq-core's (their one definition; C's `short` is `i16`).
 pub use rzmq_core::poll::{ZMQ_POLLERR, ZMQ_POLLIN, ZMQ_POLLOUT, ZMQ_POLLPRI};
@@ -29,25 +28,6 @@ pub struct zmq_pollitem_t {
     pub events: c_short,
     /// Events found.
     pub revents: c_short,
-}
-
-/// A socket handle polled through a fresh borrow on every call.
-pub(crate) struct RawSocket(pub(crate) *mut c_void);
-
-impl Pollable for RawSocket {
-    fn poll_events(&mut self) -> rzmq_core::Result<i16> {
-        // SAFETY: the handle was a live socket when zmq_poll started, the calling thread owns it
-        // for the call, and this borrow ends before any other item's borrow begins.
-        unsafe { sock_mut(self.0) }?.events()
-    }
-
-    fn poll_fd(&self) -> RawFd {
-        // SAFETY: as in poll_events.
-        match unsafe { sock_mut(self.0) } {
-            Ok(s) => s.fd(),
-            Err(_) => -1,
-        }
-    }
 }
 
 /// Waits until at least one item is ready or `timeout` milliseconds pass (-1: forever, 0: check

@@ -23,8 +23,8 @@ use rzmq_core::Error;
 
 use crate::errno::call;
 use crate::handle::{self, POLLER_TAG};
-use crate::poll::{RawSocket, ZMQ_POLLERR, ZMQ_POLLIN, ZMQ_POLLOUT, ZMQ_POLLPRI};
-use crate::socket::sock_mut;
+use crate::poll::{ZMQ_POLLERR, ZMQ_POLLIN, ZMQ_POLLOUT, ZMQ_POLLPRI};
+use crate::socket::{sock_mut, RawSocket};
 
 /// One event of `zmq_poller_wait`/`zmq_poller_wait_all` (libzmq's `zmq_poller_event_t`).
 #[repr(C)]
@@ -130,7 +130,12 @@ impl PollerState {
         self.items.iter().position(|i| i.target == t)
     }
 
-    fn add(&mut self, target: Target, user_data: *mut c_void, events: c_short) -> Result<(), Error> {
+    fn add(
+        &mut self,
+        target: Target,
+        user_data: *mut c_void,
+        events: c_short,
+    ) -> Result<(), Error> {
         if self.find(target).is_some() {
             return Err(Error::Inval);
         }
@@ -432,7 +437,8 @@ pub unsafe extern "C" fn zmq_poller_wait_all(
         let items: Vec<Item> = st.items.iter().copied().filter(|i| i.events != 0).collect();
         // The lock is not held while waiting: the poller is one thread's, as in libzmq.
         drop(st);
-        let deadline = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+        let deadline =
+            (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
         if items.is_empty() {
             let Some(deadline) = deadline else {
                 return Err(Error::Fault);

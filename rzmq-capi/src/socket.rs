@@ -8,12 +8,14 @@
 
 use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::os::fd::RawFd;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rzmq_core::options::{RCVTIMEO, SNDTIMEO};
-use rzmq_core::poll::{poll, PollItem, ZMQ_POLLIN, ZMQ_POLLOUT};
+
+use rzmq_core::poll::{poll, PollItem, Pollable, ZMQ_POLLIN, ZMQ_POLLOUT};
 
 use rzmq_core::{Error, Msg, Socket, SocketType, DONTWAIT, SNDMORE};
 
@@ -67,7 +69,10 @@ pub(crate) unsafe fn sock_mut<'a>(s: *mut c_void) -> Result<SockRef<'a>, Error> 
     // SAFETY: the tag says this is a live SocketHandle allocated by zmq_socket (handles are
     // parked, never freed while the tag may be read).
     let h = unsafe { &*(s as *const SocketHandle) };
-    let guard = h.lock.as_ref().map(|l| l.lock().unwrap_or_else(|e| e.into_inner()));
+    let guard = h
+        .lock
+        .as_ref()
+        .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()));
     // SAFETY: thread-safe sockets are reached only under their lock, held by the SockRef; for
     // the others, exclusivity is the caller's contract.
     let sock = unsafe { (*h.sock.get()).as_mut() }.ok_or(Error::NotSock)?;
@@ -91,6 +96,25 @@ pub(crate) unsafe fn sock_unlocked<'a>(s: *mut c_void) -> Result<&'a mut Socket,
     // SAFETY: the tag says this is a live SocketHandle allocated by zmq_socket; exclusivity is
     // the caller's contract.
     unsafe { (*(*(s as *const SocketHandle)).sock.get()).as_mut() }.ok_or(Error::NotSock)
+}
+
+/// A socket handle polled through a fresh borrow on every call.
+pub(crate) struct RawSocket(pub(crate) *mut c_void);
+
+impl Pollable for RawSocket {
+    fn poll_events(&mut self) -> rzmq_core::Result<i16> {
+        // SAFETY: the handle was a live socket when zmq_poll started, the calling thread owns it
+        // for the call, and this borrow ends before any other item's borrow begins.
+        unsafe { sock_mut(self.0) }?.events()
+    }
+
+    fn poll_fd(&self) -> RawFd {
+        // SAFETY: as in poll_events.
+        match unsafe { sock_mut(self.0) } {
+            Ok(s) => s.fd(),
+            Err(_) => -1,
+        }
+    }
 }
 
 /// Runs `op` on the socket: once, with the caller's flags, for a socket that is not
@@ -133,7 +157,7 @@ unsafe fn with_socket<T>(
         if remaining.is_some_and(|r| r.is_zero()) {
             return Err(Error::Again);
         }
-        let mut raw = crate::poll::RawSocket(s);
+        let mut raw = RawSocket(s);
         let mut item = [PollItem::socket(&mut raw, want)];
         poll(&mut item, remaining)?;
     }
@@ -198,7 +222,10 @@ pub unsafe extern "C" fn zmq_close(s: *mut c_void) -> c_int {
         // socket; we take the socket out and then park the handle.
         let h = unsafe { Box::from_raw(s as *mut SocketHandle) };
         // A call in flight on a thread-safe socket ends before the socket is taken.
-        let guard = h.lock.as_ref().map(|l| l.lock().unwrap_or_else(|e| e.into_inner()));
+        let guard = h
+            .lock
+            .as_ref()
+            .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()));
         // SAFETY: as above, we own the handle now (and hold its lock when it has one).
         let sock = unsafe { (*h.sock.get()).take() };
         drop(guard);

@@ -219,13 +219,25 @@ fn assert_same(ours: &BTreeSet<String>, want: &[&str], lib: &Path) {
 fn build_draft() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let profile_dir = exe.parent().unwrap().parent().unwrap();
-    let profile = profile_dir.file_name().unwrap().to_str().unwrap().to_string();
+    let profile = profile_dir
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
     let target = profile_dir.parent().unwrap().join("draft");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-p", "rzmq-capi", "--features", "draft", "--target-dir"])
-        .arg(&target)
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd.args([
+        "build",
+        "-p",
+        "rzmq-capi",
+        "--features",
+        "draft",
+        "--target-dir",
+    ])
+    .arg(&target)
+    .current_dir(env!("CARGO_MANIFEST_DIR"));
     if profile == "release" {
         cmd.arg("--release");
     }
@@ -263,7 +275,10 @@ fn header_declares_draft_functions_in_its_draft_section() {
     assert_eq!(declared_functions(draft), listed);
     let all = declared_functions(h);
     let stable: BTreeSet<String> = LIBZMQ_435_EXPORTS.iter().map(|s| s.to_string()).collect();
-    assert_eq!(all.difference(&listed).cloned().collect::<BTreeSet<_>>(), stable);
+    assert_eq!(
+        all.difference(&listed).cloned().collect::<BTreeSet<_>>(),
+        stable
+    );
 }
 
 #[test]

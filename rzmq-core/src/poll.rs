@@ -190,7 +190,9 @@ fn sys_poll(pfds: &mut [libc::pollfd], wait_ms: i32, sigmask: Option<&libc::sigs
                 tv_sec: libc::time_t::from(wait_ms / 1000),
                 tv_nsec: libc::c_long::from(wait_ms % 1000) * 1_000_000,
             });
-            let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+            let tsp = ts
+                .as_ref()
+                .map_or(std::ptr::null(), |t| t as *const libc::timespec);
             // SAFETY: pfds as above; tsp is NULL or points to a timespec alive for the call;
             // mask is a valid sigset_t.
             unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, tsp, mask) }
