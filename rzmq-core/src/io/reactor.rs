@@ -285,7 +285,9 @@ impl Reactor {
             Some(Object::Session(_)) => {
                 self.with_session(token, |s, r, tok| s.on_ready(r, tok, readable, writable))
             }
-            Some(Object::Udp(_)) => self.with_udp(token, |u, _, _| u.on_ready(readable, writable)),
+            Some(Object::Udp(_)) => {
+                self.with_udp(token, |u, _, _| u.on_ready(readable, writable))
+            }
             None => {}
         }
     }

@@ -227,10 +227,7 @@ mod tests {
         let (a, mut pa) = connect(&mut p, &mut t, 0);
         assert_eq!(commands(&mut pa), vec![(true, b"g".to_vec())]);
         ready(&mut p, &mut t, a, &pa, None);
-        assert!(
-            commands(&mut pa).is_empty(),
-            "first handshake: nothing more"
-        );
+        assert!(commands(&mut pa).is_empty(), "first handshake: nothing more");
         ready(&mut p, &mut t, a, &pa, None);
         assert_eq!(commands(&mut pa), vec![(true, b"g".to_vec())]);
     }
@@ -245,10 +242,7 @@ mod tests {
         pa.send(&[b"weather", b"w1"]);
         assert!(has_in(&mut p, &mut t));
         let m = p.recv(&mut t).unwrap();
-        assert_eq!(
-            (m.data(), m.group(), m.more()),
-            (&b"w1"[..], &b"weather"[..], false)
-        );
+        assert_eq!((m.data(), m.group(), m.more()), (&b"w1"[..], &b"weather"[..], false));
         assert_err(recv(&mut p, &mut t), Error::Again);
         assert!(t.take_kills().is_empty());
     }

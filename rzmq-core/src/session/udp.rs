@@ -131,7 +131,8 @@ impl UdpSession {
             UdpRole::Dish => Interest::READABLE,
             UdpRole::Dgram => Interest::READABLE | Interest::WRITABLE,
         };
-        if r.registry()
+        if r
+            .registry()
             .register(&mut self.sock, Token(token as usize), interest)
             .is_err()
         {

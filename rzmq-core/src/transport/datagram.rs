@@ -144,11 +144,7 @@ mod tests {
             b"127.0.0.1:70000",
             b"\xff:1",
         ] {
-            assert_eq!(
-                parse_address(bad),
-                Err(DatagramError::BadAddress),
-                "{bad:?}"
-            );
+            assert_eq!(parse_address(bad), Err(DatagramError::BadAddress), "{bad:?}");
         }
     }
 

@@ -244,10 +244,7 @@ mod tests {
         let b = resolve("*:5556", true, false).unwrap();
         assert_eq!(b.bind, sa("0.0.0.0:5556"));
         let c = resolve("127.0.0.1:5556", false, false).unwrap();
-        assert_eq!(
-            (c.target, c.bind),
-            (sa("127.0.0.1:5556"), sa("0.0.0.0:5556"))
-        );
+        assert_eq!((c.target, c.bind), (sa("127.0.0.1:5556"), sa("0.0.0.0:5556")));
         let c = resolve("[::1]:7", false, true).unwrap();
         assert_eq!(c.target, sa("[::1]:7"));
     }
@@ -267,18 +264,9 @@ mod tests {
     #[test]
     fn bad_addresses_are_refused_as_libzmq_does() {
         // An interface part needs a group; a group is no source.
-        assert_eq!(
-            resolve("127.0.0.1;127.0.0.2:5", true, false),
-            Err(Error::Inval)
-        );
-        assert_eq!(
-            resolve("239.0.0.2;239.0.0.1:5", true, false),
-            Err(Error::Inval)
-        );
-        assert_eq!(
-            resolve("no-such-nic0;239.0.0.1:5", true, false),
-            Err(Error::NoDev)
-        );
+        assert_eq!(resolve("127.0.0.1;127.0.0.2:5", true, false), Err(Error::Inval));
+        assert_eq!(resolve("239.0.0.2;239.0.0.1:5", true, false), Err(Error::Inval));
+        assert_eq!(resolve("no-such-nic0;239.0.0.1:5", true, false), Err(Error::NoDev));
         assert_eq!(resolve("127.0.0.1", true, false), Err(Error::Inval));
         assert_eq!(resolve("127.0.0.1:x", true, false), Err(Error::Inval));
         assert_eq!(resolve(":5", false, false), Err(Error::Inval));
