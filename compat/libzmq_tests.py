@@ -996,7 +996,7 @@ def report_only(args, notes, tests):
             continue
         for name in tests:
             reason = notes.not_applicable(name, t.caps)
-            if reason is not None:
+            if reason is not None and t.results[name].get("detail") != NO_DRAFT_CODE:
                 t.results[name] = {"status": "N/A", "detail": reason}
     write_report(ours, ref, notes, tests, Path(args.report))
     log(f"== wrote {args.report} from the run of {ours.meta['date']}")
