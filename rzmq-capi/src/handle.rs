@@ -17,6 +17,9 @@ pub(crate) const CTX_TAG: u32 = 0xabad_cafe;
 pub(crate) const SOCKET_TAG: u32 = 0xbadd_ecaf;
 /// Tag of a live timer set (libzmq's `timers_t` tag value).
 pub(crate) const TIMERS_TAG: u32 = 0xcafe_dada;
+/// Tag of a live poller (libzmq's `socket_poller_t` tag value).
+#[cfg(feature = "draft")]
+pub(crate) const POLLER_TAG: u32 = 0xcafe_babe;
 /// Tag of a closed handle.
 pub(crate) const DEAD_TAG: u32 = 0xdead_beef;
 

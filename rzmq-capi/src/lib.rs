@@ -1,6 +1,7 @@
 //! rzmq-capi: the libzmq 4.3.5 C ABI (`libzmq.so.5`) over rzmq-core.
 //!
-//! Every function a default (non-DRAFT) libzmq 4.3.5 build exports is here, with libzmq's
+//! Every function a default (non-DRAFT) libzmq 4.3.5 build exports is here (and, with the
+//! `draft` feature, every function of a DRAFT build), with libzmq's
 //! signatures, return values and `errno` values; `include/zmq.h` declares them for C callers.
 //! One file per face of the API:
 //!
@@ -14,7 +15,10 @@
 //! - `monitor`: `zmq_socket_monitor`;
 //! - `utils`: version, capabilities, Z85, CURVE key helpers, atomic counters, stopwatch,
 //!   sleep and threads;
-//! - `timers`: `zmq_timers_*`.
+//! - `timers`: `zmq_timers_*`;
+//! - with the `draft` feature only (libzmq's `--enable-drafts`): `poller` (`zmq_poller_*`) and
+//!   `draft` (the other DRAFT functions: routing ids, groups, join/leave, peers, the versioned
+//!   monitor, `zmq_ppoll`, `zmq_ctx_set_ext`/`get_ext`, `zmq_msg_init_buffer`).
 //!
 //! # Building and using it
 //!
@@ -74,11 +78,15 @@
 #![allow(non_camel_case_types)]
 
 mod ctx;
+#[cfg(feature = "draft")]
+mod draft;
 mod errno;
 mod handle;
 mod monitor;
 mod msg;
 mod poll;
+#[cfg(feature = "draft")]
+mod poller;
 mod proxy;
 mod socket;
 mod sockopt;
@@ -86,10 +94,14 @@ mod timers;
 mod utils;
 
 pub use ctx::*;
+#[cfg(feature = "draft")]
+pub use draft::*;
 pub use errno::{zmq_errno, zmq_strerror};
 pub use monitor::*;
 pub use msg::*;
 pub use poll::*;
+#[cfg(feature = "draft")]
+pub use poller::*;
 pub use proxy::*;
 pub use socket::*;
 pub use sockopt::*;

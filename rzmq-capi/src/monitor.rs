@@ -25,7 +25,7 @@ pub unsafe extern "C" fn zmq_socket_monitor(
 ) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let sock = unsafe { sock_mut(s) }?;
+        let mut sock = unsafe { sock_mut(s) }?;
         if (events as u32) >> 16 != 0 {
             return Err(Error::Inval);
         }

@@ -5,14 +5,13 @@
 //! check, never two at once.
 
 use std::ffi::{c_int, c_long, c_short, c_void};
-use std::os::fd::RawFd;
 use std::time::Duration;
 
-use rzmq_core::poll::{poll, PollItem, Pollable};
+use rzmq_core::poll::{poll_masked, PollItem};
 use rzmq_core::Error;
 
 use crate::errno::call;
-use crate::socket::sock_mut;
+use crate::socket::{sock_mut, RawSocket};
 
 // The poll bits are rzmq-core's (their one definition; C's `short` is `i16`).
 pub use rzmq_core::poll::{ZMQ_POLLERR, ZMQ_POLLIN, ZMQ_POLLOUT, ZMQ_POLLPRI};
@@ -31,25 +30,6 @@ pub struct zmq_pollitem_t {
     pub revents: c_short,
 }
 
-/// A socket handle polled through a fresh borrow on every call.
-struct RawSocket(*mut c_void);
-
-impl Pollable for RawSocket {
-    fn poll_events(&mut self) -> rzmq_core::Result<i16> {
-        // SAFETY: the handle was a live socket when zmq_poll started, the calling thread owns it
-        // for the call, and this borrow ends before any other item's borrow begins.
-        unsafe { sock_mut(self.0) }?.events()
-    }
-
-    fn poll_fd(&self) -> RawFd {
-        // SAFETY: as in poll_events.
-        match unsafe { sock_mut(self.0) } {
-            Ok(s) => s.fd(),
-            Err(_) => -1,
-        }
-    }
-}
-
 /// Waits until at least one item is ready or `timeout` milliseconds pass (-1: forever, 0: check
 /// once); returns the number of ready items, each with its `revents` set.
 ///
@@ -61,6 +41,20 @@ pub unsafe extern "C" fn zmq_poll(
     items: *mut zmq_pollitem_t,
     nitems: c_int,
     timeout: c_long,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { poll_items(items, nitems, timeout, None) }
+}
+
+/// `zmq_poll`, and `zmq_ppoll` (DRAFT) with a signal mask for the sleeps.
+///
+/// # Safety
+/// As [`zmq_poll`].
+pub(crate) unsafe fn poll_items(
+    items: *mut zmq_pollitem_t,
+    nitems: c_int,
+    timeout: c_long,
+    sigmask: Option<&libc::sigset_t>,
 ) -> c_int {
     call(|| {
         if nitems < 0 {
@@ -109,7 +103,7 @@ pub unsafe extern "C" fn zmq_poll(
                 }
             })
             .collect();
-        let n = poll(&mut set, timeout)?;
+        let n = poll_masked(&mut set, timeout, sigmask)?;
         for (it, p) in items.iter_mut().zip(set.iter()) {
             it.revents = p.revents;
         }

@@ -12,7 +12,7 @@ use rzmq_core::proxy::proxy;
 use rzmq_core::{Error, Socket, SNDMORE};
 
 use crate::errno::call;
-use crate::socket::sock_mut;
+use crate::socket::sock_unlocked;
 
 /// `ZMQ_STREAMER` (deprecated device type).
 pub const ZMQ_STREAMER: c_int = 1;
@@ -24,13 +24,13 @@ pub const ZMQ_QUEUE: c_int = 3;
 /// Borrows an optional socket; NULL is None, a bad handle `ENOTSOCK`.
 ///
 /// # Safety
-/// As [`sock_mut`].
+/// As [`sock_unlocked`].
 unsafe fn opt_sock<'a>(s: *mut c_void) -> Result<Option<&'a mut Socket>, Error> {
     if s.is_null() {
         Ok(None)
     } else {
         // SAFETY: forwarded contract.
-        unsafe { sock_mut(s) }.map(Some)
+        unsafe { sock_unlocked(s) }.map(Some)
     }
 }
 
@@ -123,13 +123,13 @@ unsafe fn run(
     // SAFETY: the four handles are pairwise distinct (checked above, except frontend/backend,
     // handled separately), so the &mut borrows never alias; caller's contract for the rest.
     unsafe {
-        let f = sock_mut(frontend)?;
+        let f = sock_unlocked(frontend)?;
         let cap = opt_sock(capture)?;
         let ctl = opt_sock(control)?;
         if frontend == backend {
             proxy_single(f, cap, ctl)?;
         } else {
-            let b = sock_mut(backend)?;
+            let b = sock_unlocked(backend)?;
             proxy(f, b, cap, ctl)?;
         }
     }

@@ -8,7 +8,14 @@
 
 use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::os::fd::RawFd;
 use std::sync::atomic::AtomicU32;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rzmq_core::options::{RCVTIMEO, SNDTIMEO};
+
+use rzmq_core::poll::{poll, PollItem, Pollable, ZMQ_POLLIN, ZMQ_POLLOUT};
 
 use rzmq_core::{Error, Msg, Socket, SocketType, DONTWAIT, SNDMORE};
 
@@ -21,16 +28,67 @@ use crate::msg::{external, msg_mut, msg_write, zmq_msg_t};
 #[repr(C)]
 pub(crate) struct SocketHandle {
     tag: AtomicU32,
+    /// Held for the length of each call on a thread-safe socket (the DRAFT types but DGRAM),
+    /// which several threads may use at once, as libzmq's sockets that report
+    /// `ZMQ_THREAD_SAFE`; `None` for the others (one thread at a time, no lock).
+    lock: Option<Mutex<()>>,
     sock: UnsafeCell<Option<Socket>>,
 }
 
-/// The socket behind a handle; `ENOTSOCK` when it is not a live socket.
+/// A socket borrowed for one call: the socket, and its lock when it is thread-safe.
+pub(crate) struct SockRef<'a> {
+    sock: &'a mut Socket,
+    _guard: Option<MutexGuard<'a, ()>>,
+}
+
+impl std::ops::Deref for SockRef<'_> {
+    type Target = Socket;
+    fn deref(&self) -> &Socket {
+        self.sock
+    }
+}
+
+impl std::ops::DerefMut for SockRef<'_> {
+    fn deref_mut(&mut self) -> &mut Socket {
+        self.sock
+    }
+}
+
+/// The socket behind a handle; `ENOTSOCK` when it is not a live socket. A thread-safe socket is
+/// locked until the result is dropped.
 ///
 /// # Safety
-/// `s` is NULL or a pointer readable for 4 bytes (see [`handle::tag_of`]); no other reference to
-/// the same socket is alive for `'a` (one thread uses a socket at a time, and callers never hold
-/// two results of this function for one handle at once).
-pub(crate) unsafe fn sock_mut<'a>(s: *mut c_void) -> Result<&'a mut Socket, Error> {
+/// `s` is NULL or a pointer readable for 4 bytes (see [`handle::tag_of`]); unless the socket is
+/// thread-safe, no other reference to it is alive for `'a` (one thread uses such a socket at a
+/// time, and callers never hold two results of this function for one handle at once).
+pub(crate) unsafe fn sock_mut<'a>(s: *mut c_void) -> Result<SockRef<'a>, Error> {
+    // SAFETY: forwarded contract.
+    if unsafe { handle::tag_of(s) } != Some(SOCKET_TAG) {
+        return Err(Error::NotSock);
+    }
+    // SAFETY: the tag says this is a live SocketHandle allocated by zmq_socket (handles are
+    // parked, never freed while the tag may be read).
+    let h = unsafe { &*(s as *const SocketHandle) };
+    let guard = h
+        .lock
+        .as_ref()
+        .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()));
+    // SAFETY: thread-safe sockets are reached only under their lock, held by the SockRef; for
+    // the others, exclusivity is the caller's contract.
+    let sock = unsafe { (*h.sock.get()).as_mut() }.ok_or(Error::NotSock)?;
+    Ok(SockRef {
+        sock,
+        _guard: guard,
+    })
+}
+
+/// As [`sock_mut`] without taking the lock of a thread-safe socket: for `zmq_proxy`, which
+/// keeps its sockets for its whole run (a thread-safe socket in a proxy must not be used by
+/// other threads meanwhile).
+///
+/// # Safety
+/// As [`sock_mut`], and no other thread uses the socket for `'a`.
+pub(crate) unsafe fn sock_unlocked<'a>(s: *mut c_void) -> Result<&'a mut Socket, Error> {
     // SAFETY: forwarded contract.
     if unsafe { handle::tag_of(s) } != Some(SOCKET_TAG) {
         return Err(Error::NotSock);
@@ -38,6 +96,71 @@ pub(crate) unsafe fn sock_mut<'a>(s: *mut c_void) -> Result<&'a mut Socket, Erro
     // SAFETY: the tag says this is a live SocketHandle allocated by zmq_socket; exclusivity is
     // the caller's contract.
     unsafe { (*(*(s as *const SocketHandle)).sock.get()).as_mut() }.ok_or(Error::NotSock)
+}
+
+/// A socket handle polled through a fresh borrow on every call.
+pub(crate) struct RawSocket(pub(crate) *mut c_void);
+
+impl Pollable for RawSocket {
+    fn poll_events(&mut self) -> rzmq_core::Result<i16> {
+        // SAFETY: the handle was a live socket when zmq_poll started, the calling thread owns it
+        // for the call, and this borrow ends before any other item's borrow begins.
+        unsafe { sock_mut(self.0) }?.events()
+    }
+
+    fn poll_fd(&self) -> RawFd {
+        // SAFETY: as in poll_events.
+        match unsafe { sock_mut(self.0) } {
+            Ok(s) => s.fd(),
+            Err(_) => -1,
+        }
+    }
+}
+
+/// Runs `op` on the socket: once, with the caller's flags, for a socket that is not
+/// thread-safe or a non-blocking call. A blocking call on a thread-safe socket instead tries
+/// `op` without blocking, under the lock, and between tries waits (lock released, so other
+/// threads may use the socket) until the socket reports `want` (POLLIN or POLLOUT), within the
+/// socket's `timeo` option (RCVTIMEO or SNDTIMEO).
+///
+/// # Safety
+/// As [`sock_mut`].
+unsafe fn with_socket<T>(
+    s: *mut c_void,
+    flags: c_int,
+    want: i16,
+    timeo: c_int,
+    mut op: impl FnMut(&mut Socket, i32) -> Result<T, Error>,
+) -> Result<T, Error> {
+    // SAFETY: caller's contract.
+    let mut sock = unsafe { sock_mut(s) }?;
+    if !sock.socket_type().is_thread_safe() || flags & DONTWAIT != 0 {
+        return op(&mut sock, core_flags(flags));
+    }
+    let deadline = match sock.get_option(timeo)? {
+        rzmq_core::options::OptValue::Int(ms) if ms >= 0 => {
+            Some(Instant::now() + Duration::from_millis(ms as u64))
+        }
+        _ => None,
+    };
+    drop(sock);
+    loop {
+        {
+            // SAFETY: caller's contract.
+            let mut sock = unsafe { sock_mut(s) }?;
+            match op(&mut sock, core_flags(flags) | DONTWAIT) {
+                Err(Error::Again) => {}
+                r => return r,
+            }
+        }
+        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if remaining.is_some_and(|r| r.is_zero()) {
+            return Err(Error::Again);
+        }
+        let mut raw = RawSocket(s);
+        let mut item = [PollItem::socket(&mut raw, want)];
+        poll(&mut item, remaining)?;
+    }
 }
 
 /// A C string argument as UTF-8; NULL (and invalid UTF-8) is `EINVAL`, as libzmq's endpoint
@@ -55,6 +178,11 @@ pub(crate) unsafe fn c_str<'a>(p: *const c_char) -> Result<&'a str, Error> {
         .map_err(|_| Error::Inval)
 }
 
+/// The first DRAFT socket type number (`ZMQ_SERVER`); 12 to 20 are the DRAFT types, which only
+/// a `draft` build creates. (libzmq's stable build creates them but cannot handshake them over
+/// ZMTP: it asserts on their type name; rzmq's default build refuses them with `EINVAL`.)
+const FIRST_DRAFT_SOCKET_TYPE: c_int = 12;
+
 /// Creates a socket of `type_` in context `ctx` (`EFAULT` for a bad context, `EINVAL` for an
 /// unknown type, `ETERM` when the context is terminating, `EMFILE` past `ZMQ_MAX_SOCKETS`).
 ///
@@ -65,10 +193,14 @@ pub unsafe extern "C" fn zmq_socket(ctx: *mut c_void, type_: c_int) -> *mut c_vo
     call_or(std::ptr::null_mut(), || {
         // SAFETY: caller's contract.
         let c = unsafe { ctx_ref(ctx) }?;
+        if !cfg!(feature = "draft") && type_ >= FIRST_DRAFT_SOCKET_TYPE {
+            return Err(Error::Inval);
+        }
         let ty = SocketType::from_raw(type_)?;
         let sock = c.socket(ty)?;
         let h = Box::new(SocketHandle {
             tag: AtomicU32::new(SOCKET_TAG),
+            lock: ty.is_thread_safe().then(|| Mutex::new(())),
             sock: UnsafeCell::new(Some(sock)),
         });
         Ok(Box::into_raw(h).cast())
@@ -89,8 +221,14 @@ pub unsafe extern "C" fn zmq_close(s: *mut c_void) -> c_int {
         // SAFETY: s is a SocketHandle we allocated, now dead, so no other call will reach its
         // socket; we take the socket out and then park the handle.
         let h = unsafe { Box::from_raw(s as *mut SocketHandle) };
-        // SAFETY: as above, we own the handle now.
+        // A call in flight on a thread-safe socket ends before the socket is taken.
+        let guard = h
+            .lock
+            .as_ref()
+            .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()));
+        // SAFETY: as above, we own the handle now (and hold its lock when it has one).
         let sock = unsafe { (*h.sock.get()).take() };
+        drop(guard);
         handle::bury(h);
         if let Some(sock) = sock {
             sock.close();
@@ -107,7 +245,7 @@ pub unsafe extern "C" fn zmq_close(s: *mut c_void) -> c_int {
 pub unsafe extern "C" fn zmq_bind(s: *mut c_void, addr: *const c_char) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let (sock, addr) = unsafe { (sock_mut(s)?, c_str(addr)?) };
+        let (mut sock, addr) = unsafe { (sock_mut(s)?, c_str(addr)?) };
         sock.bind(addr)?;
         Ok(0)
     })
@@ -121,7 +259,7 @@ pub unsafe extern "C" fn zmq_bind(s: *mut c_void, addr: *const c_char) -> c_int 
 pub unsafe extern "C" fn zmq_connect(s: *mut c_void, addr: *const c_char) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let (sock, addr) = unsafe { (sock_mut(s)?, c_str(addr)?) };
+        let (mut sock, addr) = unsafe { (sock_mut(s)?, c_str(addr)?) };
         sock.connect(addr)?;
         Ok(0)
     })
@@ -135,7 +273,7 @@ pub unsafe extern "C" fn zmq_connect(s: *mut c_void, addr: *const c_char) -> c_i
 pub unsafe extern "C" fn zmq_unbind(s: *mut c_void, addr: *const c_char) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let (sock, addr) = unsafe { (sock_mut(s)?, c_str(addr)?) };
+        let (mut sock, addr) = unsafe { (sock_mut(s)?, c_str(addr)?) };
         sock.unbind(addr)?;
         Ok(0)
     })
@@ -149,7 +287,7 @@ pub unsafe extern "C" fn zmq_unbind(s: *mut c_void, addr: *const c_char) -> c_in
 pub unsafe extern "C" fn zmq_disconnect(s: *mut c_void, addr: *const c_char) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let (sock, addr) = unsafe { (sock_mut(s)?, c_str(addr)?) };
+        let (mut sock, addr) = unsafe { (sock_mut(s)?, c_str(addr)?) };
         sock.disconnect(addr)?;
         Ok(0)
     })
@@ -172,6 +310,26 @@ fn send(sock: &mut Socket, m: Msg, flags: c_int) -> Result<c_int, (Msg, Error)> 
     Ok(n)
 }
 
+/// Sends the message in `m` (taken on success, left there on failure) through
+/// [`with_socket`]; returns its size.
+///
+/// # Safety
+/// As [`sock_mut`].
+unsafe fn send_retrying(s: *mut c_void, m: &mut Option<Msg>, flags: c_int) -> Result<c_int, Error> {
+    let n = clamp_size(m.as_ref().map_or(0, Msg::len));
+    // SAFETY: forwarded contract.
+    unsafe {
+        with_socket(s, flags, ZMQ_POLLOUT, SNDTIMEO, |sock, f| {
+            let msg = m.take().ok_or(Error::Fault)?;
+            sock.send_msg(msg, f).map_err(|(back, e)| {
+                *m = Some(back);
+                e
+            })
+        })
+    }?;
+    Ok(n)
+}
+
 /// Sends a frame copied from `buf`; returns its size.
 ///
 /// # Safety
@@ -184,17 +342,19 @@ pub unsafe extern "C" fn zmq_send(
     flags: c_int,
 ) -> c_int {
     call(|| {
-        // SAFETY: caller's contract.
-        let sock = unsafe { sock_mut(s) }?;
         let data: &[u8] = if len == 0 {
             &[]
         } else if buf.is_null() {
+            // SAFETY: caller's contract (ENOTSOCK comes first, as libzmq).
+            unsafe { sock_mut(s) }?;
             return Err(Error::Fault);
         } else {
             // SAFETY: buf is valid for len bytes (caller's contract).
             unsafe { std::slice::from_raw_parts(buf.cast(), len) }
         };
-        send(sock, Msg::copy_from(data), flags).map_err(|(_, e)| e)
+        let mut m = Some(Msg::copy_from(data));
+        // SAFETY: caller's contract.
+        unsafe { send_retrying(s, &mut m, flags) }
     })
 }
 
@@ -212,13 +372,14 @@ pub unsafe extern "C" fn zmq_send_const(
 ) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let sock = unsafe { sock_mut(s) }?;
+        unsafe { sock_mut(s) }?;
         if buf.is_null() && len != 0 {
             return Err(Error::Fault);
         }
         // SAFETY: caller's contract: buf is valid for len bytes for the message's life.
-        let m = unsafe { external(buf as *mut c_void, len, None, std::ptr::null_mut()) };
-        send(sock, m, flags).map_err(|(_, e)| e)
+        let mut m = Some(unsafe { external(buf as *mut c_void, len, None, std::ptr::null_mut()) });
+        // SAFETY: caller's contract.
+        unsafe { send_retrying(s, &mut m, flags) }
     })
 }
 
@@ -236,11 +397,12 @@ pub unsafe extern "C" fn zmq_recv(
 ) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let sock = unsafe { sock_mut(s) }?;
+        unsafe { sock_mut(s) }?;
         if buf.is_null() && len != 0 {
             return Err(Error::Fault);
         }
-        let m = sock.recv_msg(core_flags(flags))?;
+        // SAFETY: caller's contract.
+        let m = unsafe { with_socket(s, flags, ZMQ_POLLIN, RCVTIMEO, |sock, f| sock.recv_msg(f)) }?;
         let data = m.data();
         let n = data.len().min(len);
         if n > 0 {
@@ -259,20 +421,18 @@ pub unsafe extern "C" fn zmq_recv(
 pub unsafe extern "C" fn zmq_msg_send(msg: *mut zmq_msg_t, s: *mut c_void, flags: c_int) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let sock = unsafe { sock_mut(s) }?;
+        unsafe { sock_mut(s) }?;
         // SAFETY: caller's contract.
         let slot = unsafe { msg_mut(msg) }?;
         // The caller's message is empty from here on (as after a successful send), and gets
         // the frame back if the send fails; it stays live throughout.
-        let m = std::mem::take(slot);
-        let n = clamp_size(m.len());
-        match sock.send_msg(m, core_flags(flags)) {
-            Ok(()) => Ok(n),
-            Err((m, e)) => {
-                *slot = m;
-                Err(e)
-            }
+        let mut m = Some(std::mem::take(slot));
+        // SAFETY: caller's contract.
+        let r = unsafe { send_retrying(s, &mut m, flags) };
+        if let Some(back) = m {
+            *slot = back;
         }
+        r
     })
 }
 
@@ -284,7 +444,7 @@ pub unsafe extern "C" fn zmq_msg_send(msg: *mut zmq_msg_t, s: *mut c_void, flags
 pub unsafe extern "C" fn zmq_msg_recv(msg: *mut zmq_msg_t, s: *mut c_void, flags: c_int) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let sock = unsafe { sock_mut(s) }?;
+        unsafe { sock_mut(s) }?;
         // SAFETY: caller's contract.
         let slot = unsafe { msg_mut(msg) }?;
         // As libzmq: the previous content is released first (its storage can serve the frame
@@ -297,7 +457,8 @@ pub unsafe extern "C" fn zmq_msg_recv(msg: *mut zmq_msg_t, s: *mut c_void, flags
             // rewritten below (the frame) or by `refill` (empty) before anything reads it.
             unsafe { std::ptr::drop_in_place(slot as *mut Msg) };
         }
-        let m = sock.recv_msg(core_flags(flags))?;
+        // SAFETY: caller's contract.
+        let m = unsafe { with_socket(s, flags, ZMQ_POLLIN, RCVTIMEO, |sock, f| sock.recv_msg(f)) }?;
         std::mem::forget(refill);
         let n = clamp_size(m.len());
         // SAFETY: msg_mut checked msg live (aligned, writable); its old content was released
@@ -354,7 +515,7 @@ pub unsafe extern "C" fn zmq_sendiov(
 ) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let sock = unsafe { sock_mut(s) }?;
+        let mut sock = unsafe { sock_mut(s) }?;
         if count == 0 || iov.is_null() {
             return Err(Error::Inval);
         }
@@ -375,7 +536,7 @@ pub unsafe extern "C" fn zmq_sendiov(
             } else {
                 flags
             };
-            rc = send(sock, Msg::copy_from(data), f).map_err(|(_, e)| e)?;
+            rc = send(&mut sock, Msg::copy_from(data), f).map_err(|(_, e)| e)?;
         }
         Ok(rc)
     })
@@ -395,7 +556,7 @@ pub unsafe extern "C" fn zmq_recviov(
 ) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let sock = unsafe { sock_mut(s) }?;
+        let mut sock = unsafe { sock_mut(s) }?;
         // SAFETY: count is NULL or valid (caller's contract).
         if count.is_null() || unsafe { *count } == 0 || iov.is_null() {
             return Err(Error::Inval);

@@ -15,6 +15,51 @@ use rzmq_core::Error;
 use crate::errno::call;
 use crate::socket::sock_mut;
 
+/// The options a stable libzmq 4.3.5 compiles only under `ZMQ_BUILD_DRAFT_API` in its
+/// setsockopt (options.cpp, router.cpp, xsub.cpp): a default build refuses them with `EINVAL`.
+/// The other DRAFT numbers (93-96, 98-100, 108, 109, 116) are handled by stable builds too.
+const DRAFT_ONLY_SET: &[c_int] = &[
+    options::ROUTER_NOTIFY,
+    options::IN_BATCH_SIZE,
+    options::OUT_BATCH_SIZE,
+    options::WSS_KEY_PEM,
+    options::WSS_CERT_PEM,
+    options::WSS_TRUST_PEM,
+    options::WSS_HOSTNAME,
+    options::WSS_TRUST_SYSTEM,
+    options::HELLO_MSG,
+    options::DISCONNECT_MSG,
+    options::PRIORITY,
+    options::BUSY_POLL,
+    options::HICCUP_MSG,
+    options::XSUB_VERBOSE_UNSUBSCRIBE,
+    options::NORM_MODE,
+    options::NORM_UNICAST_NACK,
+    options::NORM_BUFFER_SIZE,
+    options::NORM_SEGMENT_SIZE,
+    options::NORM_BLOCK_SIZE,
+    options::NORM_NUM_PARITY,
+    options::NORM_NUM_AUTOPARITY,
+    options::NORM_PUSH,
+];
+
+/// As [`DRAFT_ONLY_SET`], for getsockopt.
+const DRAFT_ONLY_GET: &[c_int] = &[
+    options::ROUTER_NOTIFY,
+    options::IN_BATCH_SIZE,
+    options::OUT_BATCH_SIZE,
+    options::PRIORITY,
+    options::BUSY_POLL,
+    options::NORM_MODE,
+    options::NORM_UNICAST_NACK,
+    options::NORM_BUFFER_SIZE,
+    options::NORM_SEGMENT_SIZE,
+    options::NORM_BLOCK_SIZE,
+    options::NORM_NUM_PARITY,
+    options::NORM_NUM_AUTOPARITY,
+    options::NORM_PUSH,
+];
+
 /// Sets a socket option from `optvallen` bytes at `optval`. A NULL `optval` with length 0 is
 /// allowed (it clears the options libzmq lets clear); NULL with a non-zero length is `EINVAL`.
 ///
@@ -29,7 +74,7 @@ pub unsafe extern "C" fn zmq_setsockopt(
 ) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let sock = unsafe { sock_mut(s) }?;
+        let mut sock = unsafe { sock_mut(s) }?;
         let value: Option<&[u8]> = if optval.is_null() {
             if optvallen != 0 {
                 return Err(Error::Inval);
@@ -41,6 +86,9 @@ pub unsafe extern "C" fn zmq_setsockopt(
             // SAFETY: optval is readable for optvallen bytes (caller's contract).
             Some(unsafe { std::slice::from_raw_parts(optval.cast::<u8>(), optvallen) })
         };
+        if !cfg!(feature = "draft") && DRAFT_ONLY_SET.contains(&option) {
+            return Err(Error::Inval);
+        }
         sock.set_option_nullable(option, value)?;
         Ok(0)
     })
@@ -61,7 +109,7 @@ pub unsafe extern "C" fn zmq_getsockopt(
 ) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let sock = unsafe { sock_mut(s) }?;
+        let mut sock = unsafe { sock_mut(s) }?;
         if optvallen.is_null() {
             return Err(Error::Fault);
         }
@@ -75,6 +123,9 @@ pub unsafe extern "C" fn zmq_getsockopt(
             // SAFETY: optval is writable for cap bytes (caller's contract).
             unsafe { std::slice::from_raw_parts_mut(optval.cast::<u8>(), cap) }
         };
+        if !cfg!(feature = "draft") && DRAFT_ONLY_GET.contains(&option) {
+            return Err(Error::Inval);
+        }
         let value = match sock.get_option(option)? {
             // The socket answers these with do_getsockopt<int> in libzmq: any buffer of at
             // least sizeof (int) will do.

@@ -49,6 +49,7 @@ pub unsafe extern "C" fn zmq_has(capability: *const c_char) -> c_int {
     c_int::from(match cap {
         b"ipc" => true,
         b"curve" => rzmq_core::options::HAVE_CURVE,
+        b"draft" => cfg!(feature = "draft"),
         _ => false,
     })
 }

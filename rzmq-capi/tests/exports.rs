@@ -1,6 +1,9 @@
-//! The exported symbols of our `libzmq.so` against libzmq 4.3.5's stable API: the list below
-//! (what a default, non-DRAFT 4.3.5 build exports) and, when present, the `zmq_*` symbols of the
-//! system's `libzmq.so.5` (Debian ships 4.3.4, whose list is the same). A missing symbol fails.
+//! The exported symbols of our `libzmq.so` against libzmq 4.3.5's: the default build exports
+//! exactly the list below (what a default, non-DRAFT 4.3.5 build exports) and at least the
+//! `zmq_*` symbols of the system's `libzmq.so.5` when present (Debian ships 4.3.4, whose list
+//! is the same); the `draft` build (built here into `<target>/draft`) exports exactly that list
+//! and libzmq 4.3.5's DRAFT functions, the list below, checked in turn against the
+//! `ZMQ_BUILD_DRAFT_API` section of zeromq-src's `zmq.h` when the crate is in the registry.
 
 mod common;
 
@@ -82,6 +85,37 @@ const LIBZMQ_435_EXPORTS: &[&str] = &[
     "zmq_z85_encode",
 ];
 
+/// The functions a DRAFT build of libzmq 4.3.5 (`--enable-drafts`) exports besides the stable
+/// ones: those `zmq.h` declares under `ZMQ_BUILD_DRAFT_API`.
+const LIBZMQ_435_DRAFT_EXPORTS: &[&str] = &[
+    "zmq_connect_peer",
+    "zmq_ctx_get_ext",
+    "zmq_ctx_set_ext",
+    "zmq_join",
+    "zmq_leave",
+    "zmq_msg_group",
+    "zmq_msg_init_buffer",
+    "zmq_msg_routing_id",
+    "zmq_msg_set_group",
+    "zmq_msg_set_routing_id",
+    "zmq_poller_add",
+    "zmq_poller_add_fd",
+    "zmq_poller_destroy",
+    "zmq_poller_fd",
+    "zmq_poller_modify",
+    "zmq_poller_modify_fd",
+    "zmq_poller_new",
+    "zmq_poller_remove",
+    "zmq_poller_remove_fd",
+    "zmq_poller_size",
+    "zmq_poller_wait",
+    "zmq_poller_wait_all",
+    "zmq_ppoll",
+    "zmq_socket_get_peer_state",
+    "zmq_socket_monitor_pipes_stats",
+    "zmq_socket_monitor_versioned",
+];
+
 fn cdylib() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let deps = exe.parent().unwrap();
@@ -125,16 +159,7 @@ fn exports_match_libzmq() {
         common::missing_tool("`nm` is not available; exported symbols not checked");
         return;
     };
-    let missing: Vec<&str> = LIBZMQ_435_EXPORTS
-        .iter()
-        .copied()
-        .filter(|s| !ours.contains(*s))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{} lacks libzmq 4.3.5 symbols: {missing:?}",
-        ours_path.display()
-    );
+    assert_same(&ours, LIBZMQ_435_EXPORTS, &ours_path);
 
     let system = [
         "/usr/lib/x86_64-linux-gnu/libzmq.so.5",
@@ -175,4 +200,113 @@ fn soname_is_libzmq_so_5() {
     };
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Library soname: [libzmq.so.5]"), "{text}");
+}
+
+/// `ours` is exactly `want`: the names missing and the names extra are both reported.
+fn assert_same(ours: &BTreeSet<String>, want: &[&str], lib: &Path) {
+    let want: BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
+    let missing: Vec<&String> = want.difference(ours).collect();
+    let extra: Vec<&String> = ours.difference(&want).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "{}: missing {missing:?}, extra {extra:?}",
+        lib.display()
+    );
+}
+
+/// Builds the `draft` variant of libzmq.so into `<target>/draft` (its own target directory, so
+/// that the default `libzmq.so` of this build is left alone) and returns its path.
+fn build_draft() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().unwrap().parent().unwrap();
+    let profile = profile_dir
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let target = profile_dir.parent().unwrap().join("draft");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "build",
+        "-p",
+        "rzmq-capi",
+        "--features",
+        "draft",
+        "--target-dir",
+    ])
+    .arg(&target)
+    .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if profile == "release" {
+        cmd.arg("--release");
+    }
+    let st = cmd.status().expect("cargo runs");
+    assert!(st.success(), "building the draft libzmq.so failed: {st}");
+    let lib = target.join(&profile).join("libzmq.so");
+    assert!(lib.exists(), "{} was not built", lib.display());
+    lib
+}
+
+/// The functions `zmq.h` text declares with `ZMQ_EXPORT`.
+fn declared_functions(h: &str) -> BTreeSet<String> {
+    h.split("ZMQ_EXPORT")
+        .skip(1)
+        .filter_map(|decl| {
+            let i = decl.find("zmq_")?;
+            let name: String = decl[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            Some(name)
+        })
+        .collect()
+}
+
+/// Our include/zmq.h declares the DRAFT list under `ZMQ_BUILD_DRAFT_API`, and only there.
+#[test]
+fn header_declares_draft_functions_in_its_draft_section() {
+    let h = include_str!("../include/zmq.h");
+    let draft = common::draft_section(h);
+    let listed: BTreeSet<String> = LIBZMQ_435_DRAFT_EXPORTS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(declared_functions(draft), listed);
+    let all = declared_functions(h);
+    let stable: BTreeSet<String> = LIBZMQ_435_EXPORTS.iter().map(|s| s.to_string()).collect();
+    assert_eq!(
+        all.difference(&listed).cloned().collect::<BTreeSet<_>>(),
+        stable
+    );
+}
+
+#[test]
+fn draft_build_exports_libzmq_draft_api() {
+    let vendor = common::zeromq_vendor()
+        .and_then(|v| std::fs::read_to_string(v.join("include/zmq.h")).ok())
+        .map(|h| declared_functions(common::draft_section(&h)));
+    match vendor {
+        Some(vendor) => {
+            let listed: BTreeSet<String> = LIBZMQ_435_DRAFT_EXPORTS
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            assert_eq!(listed, vendor, "the DRAFT list differs from zeromq-src's zmq.h");
+        }
+        None => common::missing_tool(
+            "zeromq-src 0.3 is not in the cargo registry; the DRAFT list is not checked against its zmq.h",
+        ),
+    }
+    let lib = build_draft();
+    let Some(ours) = exported(&lib) else {
+        common::missing_tool("`nm` is not available; exported symbols not checked");
+        return;
+    };
+    let want: Vec<&str> = LIBZMQ_435_EXPORTS
+        .iter()
+        .chain(LIBZMQ_435_DRAFT_EXPORTS)
+        .copied()
+        .collect();
+    assert_same(&ours, &want, &lib);
 }

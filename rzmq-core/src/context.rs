@@ -55,6 +55,12 @@ impl Context {
         self.inner.settings().set(option, value)
     }
 
+    /// Reads a context option into a buffer (`zmq_ctx_get_ext`): see
+    /// [`CtxOptions::get_ext`](crate::options::CtxOptions::get_ext) for the buffer rules.
+    pub fn get_ext(&self, option: i32, buf: &mut [u8]) -> Result<()> {
+        self.inner.settings().get_ext(option, buf)
+    }
+
     /// Reads a context option (`zmq_ctx_get`).
     pub fn get(&self, option: i32) -> Result<i32> {
         self.inner.settings().get(option)

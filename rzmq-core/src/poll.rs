@@ -71,6 +71,17 @@ impl<'a> PollItem<'a> {
 /// Waits until at least one item is ready or `timeout` passes (None: forever; zero: check once).
 /// Returns the number of ready items; their `revents` are set.
 pub fn poll(items: &mut [PollItem<'_>], timeout: Option<Duration>) -> Result<usize> {
+    poll_masked(items, timeout, None)
+}
+
+/// [`poll`] with `sigmask` as the thread's signal mask while it sleeps, as ppoll(2)
+/// (`zmq_ppoll`): a signal the mask unblocks ends the wait with [`Error::Intr`]. `None` leaves
+/// the mask alone.
+pub fn poll_masked(
+    items: &mut [PollItem<'_>],
+    timeout: Option<Duration>,
+    sigmask: Option<&libc::sigset_t>,
+) -> Result<usize> {
     let deadline = timeout.map(|t| Instant::now() + t);
     if items.is_empty() {
         if let Some(t) = timeout {
@@ -129,8 +140,7 @@ pub fn poll(items: &mut [PollItem<'_>], timeout: Option<Duration>) -> Result<usi
         } else {
             crate::signal::poll_ms(deadline.map(|d| d.saturating_duration_since(Instant::now())))
         };
-        // SAFETY: pfds is a valid array of pollfd of the given length.
-        let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, wait_ms) };
+        let rc = sys_poll(&mut pfds, wait_ms, sigmask);
         if rc < 0 {
             let e = std::io::Error::last_os_error();
             return Err(Error::from(e));
@@ -167,5 +177,25 @@ pub fn poll(items: &mut [PollItem<'_>], timeout: Option<Duration>) -> Result<usi
             return Ok(0);
         }
         first = false;
+    }
+}
+
+/// poll(2), or ppoll(2) with `sigmask` when one is given.
+fn sys_poll(pfds: &mut [libc::pollfd], wait_ms: i32, sigmask: Option<&libc::sigset_t>) -> i32 {
+    match sigmask {
+        // SAFETY: pfds is a valid array of pollfd of the given length.
+        None => unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, wait_ms) },
+        Some(mask) => {
+            let ts = (wait_ms >= 0).then(|| libc::timespec {
+                tv_sec: libc::time_t::from(wait_ms / 1000),
+                tv_nsec: libc::c_long::from(wait_ms % 1000) * 1_000_000,
+            });
+            let tsp = ts
+                .as_ref()
+                .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+            // SAFETY: pfds as above; tsp is NULL or points to a timespec alive for the call;
+            // mask is a valid sigset_t.
+            unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, tsp, mask) }
+        }
     }
 }
