@@ -157,11 +157,20 @@ unsafe fn with_socket<T>(
         if remaining.is_some_and(|r| r.is_zero()) {
             return Err(Error::Again);
         }
+        // The socket's fd is one edge-like signal for every thread waiting on it: another
+        // thread's `events()` may take the wake-up this one sleeps for (it then sees the new
+        // state, but this thread is already in poll). So a waiter looks again at least every
+        // WAITER_RECHECK; an uncontended waiter still wakes on the fd at once.
+        let wait = remaining.map_or(WAITER_RECHECK, |r| r.min(WAITER_RECHECK));
         let mut raw = RawSocket(s);
         let mut item = [PollItem::socket(&mut raw, want)];
-        poll(&mut item, remaining)?;
+        poll(&mut item, Some(wait))?;
     }
 }
+
+/// How long a thread blocked on a thread-safe socket sleeps at most before it tries again
+/// (see [`with_socket`]: a wake-up of the shared fd can go to another thread).
+const WAITER_RECHECK: Duration = Duration::from_millis(10);
 
 /// A C string argument as UTF-8; NULL (and invalid UTF-8) is `EINVAL`, as libzmq's endpoint
 /// functions.

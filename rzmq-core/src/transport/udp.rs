@@ -112,8 +112,8 @@ fn resolve_host(host: &str, port: u16, bind: bool, ipv6: bool) -> Result<SocketA
 }
 
 /// libzmq `udp_address_t::resolve`: `addr` is what follows `udp://`; `bind` for a receiving
-/// (bound) endpoint. An interface part needs a multicast group (`EINVAL`), an IPv6 group
-/// needs an interface name (`ENODEV`).
+/// (bound) endpoint. An interface part needs a multicast group (`EINVAL`); a group without an
+/// interface is joined on the kernel's default one.
 pub(crate) fn resolve(addr: &str, bind: bool, ipv6: bool) -> Result<UdpAddress> {
     let (iface, rest) = match addr.rsplit_once(';') {
         Some((src, rest)) => (Some(resolve_iface(src, ipv6)?), rest),
@@ -138,9 +138,6 @@ pub(crate) fn resolve(addr: &str, bind: bool, ipv6: bool) -> Result<UdpAddress> 
     };
     if bind_addr.is_ipv4() != target.is_ipv4() {
         return Err(Error::Inval);
-    }
-    if target.is_ipv6() && multicast && !matches!(iface, Iface::Index(_)) {
-        return Err(Error::NoDev);
     }
     Ok(UdpAddress {
         target,
@@ -224,7 +221,8 @@ fn join(s: &Socket, addr: &UdpAddress) -> Result<()> {
         (IpAddr::V4(g), Iface::Addr(a)) => s.join_multicast_v4(&g, &a)?,
         (IpAddr::V4(g), Iface::Any) => s.join_multicast_v4(&g, &Ipv4Addr::UNSPECIFIED)?,
         (IpAddr::V6(g), Iface::Index(i)) => s.join_multicast_v6(&g, i)?,
-        (IpAddr::V6(_), _) => return Err(Error::NoDev),
+        // No interface named: index 0, the kernel's choice (libzmq's default too).
+        (IpAddr::V6(g), _) => s.join_multicast_v6(&g, 0)?,
     }
     Ok(())
 }
@@ -282,8 +280,9 @@ mod tests {
         assert_eq!(resolve("127.0.0.1", true, false), Err(Error::Inval));
         assert_eq!(resolve("127.0.0.1:x", true, false), Err(Error::Inval));
         assert_eq!(resolve(":5", false, false), Err(Error::Inval));
-        // IPv6 needs ZMQ_IPV6, and an IPv6 group needs an interface name.
+        // IPv6 needs ZMQ_IPV6; an IPv6 group without an interface takes the kernel's.
         assert_eq!(resolve("[::1]:7", false, false), Err(Error::Inval));
-        assert_eq!(resolve("[ff02::1]:7", true, true), Err(Error::NoDev));
+        let m = resolve("[ff02::1]:7", true, true).unwrap();
+        assert!(m.multicast && m.iface == Iface::Any);
     }
 }
