@@ -427,6 +427,10 @@ impl Socket {
             o::TYPE => Ok(OptValue::Int(self.ty as i32)),
             o::LAST_ENDPOINT => Ok(OptValue::Str(self.last_endpoint.clone().into_bytes())),
             o::THREAD_SAFE => Ok(OptValue::IntRelaxed(0)),
+            o::TOPICS_COUNT => match self.pattern.topics_count() {
+                Some(n) => Ok(OptValue::IntRelaxed(i32::try_from(n).unwrap_or(i32::MAX))),
+                None => Err(Error::Inval),
+            },
             _ => self.options.get(opt),
         }
     }

