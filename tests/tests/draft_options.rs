@@ -4,7 +4,7 @@
 
 use rzmq_core::options as opt;
 use rzmq_core::options::OptValue;
-use rzmq_core::{Context, Error, Socket, SocketType};
+use rzmq_core::{Context, Error, Socket, SocketType, DONTWAIT};
 use rzmq_tests::{inproc_endpoint, timed_socket};
 
 fn sock(ctx: &Context, ty: SocketType) -> Socket {
@@ -85,5 +85,58 @@ fn topics_count_on_xpub_and_xsub_and_einval_elsewhere() {
     for ty in [SocketType::Push, SocketType::Router, SocketType::Pair] {
         let mut s = sock(&ctx, ty);
         assert_eq!(s.get_option(opt::TOPICS_COUNT), Err(Error::Inval), "{ty:?}");
+    }
+}
+
+#[test]
+fn xsub_verbose_unsubscribe_passes_on_every_unsubscription() {
+    const SUB_A: &[u8] = b"\x01A";
+    const UNSUB_A: &[u8] = b"\x00A";
+    let ctx = Context::new();
+    let mut xpub = sock(&ctx, SocketType::XPub);
+    let ep = inproc_endpoint("xsub-verbose");
+    xpub.bind(&ep).unwrap();
+    let mut xsub = sock(&ctx, SocketType::XSub);
+    xsub.connect(&ep).unwrap();
+    xpub.set_option_i32(opt::XPUB_VERBOSER, 1).unwrap();
+    let mut expect = |xsub: &mut Socket, send: &[u8], passed: Option<&[u8]>| {
+        xsub.send(send, 0).unwrap();
+        match passed {
+            Some(m) => assert_eq!(xpub.recv_bytes(0).unwrap(), m),
+            None => assert_eq!(xpub.recv_bytes(DONTWAIT), Err(Error::Again)),
+        }
+    };
+    // Without the option: an unsubscription that removes nothing, or leaves a reference, is
+    // filtered out by XSUB (the next receive would otherwise see it first).
+    expect(&mut xsub, UNSUB_A, None);
+    expect(&mut xsub, SUB_A, Some(SUB_A));
+    expect(&mut xsub, SUB_A, Some(SUB_A));
+    expect(&mut xsub, UNSUB_A, None);
+    expect(&mut xsub, UNSUB_A, Some(UNSUB_A));
+    // With it, every one goes upstream.
+    xsub.set_option_i32(opt::XSUB_VERBOSE_UNSUBSCRIBE, 1)
+        .unwrap();
+    expect(&mut xsub, UNSUB_A, Some(UNSUB_A));
+    expect(&mut xsub, SUB_A, Some(SUB_A));
+    expect(&mut xsub, SUB_A, Some(SUB_A));
+    expect(&mut xsub, UNSUB_A, Some(UNSUB_A));
+    expect(&mut xsub, UNSUB_A, Some(UNSUB_A));
+}
+
+#[test]
+fn xsub_verbose_unsubscribe_is_xsub_only_and_write_only() {
+    let ctx = Context::new();
+    let mut xsub = sock(&ctx, SocketType::XSub);
+    assert_eq!(
+        xsub.get_option(opt::XSUB_VERBOSE_UNSUBSCRIBE),
+        Err(Error::Inval)
+    );
+    for ty in [SocketType::Sub, SocketType::XPub, SocketType::Dealer] {
+        let mut s = sock(&ctx, ty);
+        assert_eq!(
+            s.set_option_i32(opt::XSUB_VERBOSE_UNSUBSCRIBE, 1),
+            Err(Error::Inval),
+            "{ty:?}"
+        );
     }
 }

@@ -120,6 +120,10 @@ impl Options {
             ONLY_FIRST_SUBSCRIBE if is_xpub || t == T::XSub => {
                 set_flag(&mut self.only_first_subscribe, flag, opt)
             }
+            // libzmq reads any int, negative ones included, as a flag (`!= 0`).
+            XSUB_VERBOSE_UNSUBSCRIBE if t == T::XSub => {
+                set_flag(&mut self.xsub_verbose_unsubscribe, int.map(|x| x != 0), opt)
+            }
             XPUB_WELCOME_MSG if is_xpub => {
                 self.xpub_welcome_msg = if v.is_empty() { None } else { Some(v.to_vec()) };
                 done

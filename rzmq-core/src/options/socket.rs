@@ -162,6 +162,8 @@ pub struct Options {
     pub xpub_manual_last_value: bool,
     /// `ZMQ_ONLY_FIRST_SUBSCRIBE` (false).
     pub only_first_subscribe: bool,
+    /// `ZMQ_XSUB_VERBOSE_UNSUBSCRIBE` (DRAFT; XSUB, write-only): pass on every unsubscription.
+    pub xsub_verbose_unsubscribe: bool,
     /// `ZMQ_XPUB_WELCOME_MSG` (none; an empty value clears it).
     pub xpub_welcome_msg: Option<Vec<u8>>,
     /// `ZMQ_STREAM_NOTIFY` (true): raw engines deliver connect/disconnect notifications.
@@ -248,6 +250,7 @@ impl Options {
             xpub_manual: false,
             xpub_manual_last_value: false,
             only_first_subscribe: false,
+            xsub_verbose_unsubscribe: false,
             xpub_welcome_msg: None,
             stream_notify: true,
             connect_routing_id: None,

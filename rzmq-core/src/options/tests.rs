@@ -335,7 +335,15 @@ fn features_not_built() {
     let mut r = Options::new(T::Router);
     assert_eq!(r.set(ROUTER_NOTIFY, &i(1)), Err(Error::Inval));
     let mut x = Options::new(T::XSub);
-    assert_eq!(x.set(XSUB_VERBOSE_UNSUBSCRIBE, &i(1)), Err(Error::Inval));
+    assert_eq!(
+        x.set(XSUB_VERBOSE_UNSUBSCRIBE, &i(-1)),
+        Ok(Applied::PatternFlag(XSUB_VERBOSE_UNSUBSCRIBE))
+    );
+    assert!(x.xsub_verbose_unsubscribe);
+    assert_eq!(x.set(XSUB_VERBOSE_UNSUBSCRIBE, &[0u8]), Err(Error::Inval));
+    assert_eq!(x.get(XSUB_VERBOSE_UNSUBSCRIBE), Err(Error::Inval));
+    let mut s = Options::new(T::Sub);
+    assert_eq!(s.set(XSUB_VERBOSE_UNSUBSCRIBE, &i(1)), Err(Error::Inval));
     assert_eq!(get_int(&o, MECHANISM), NULL);
 }
 

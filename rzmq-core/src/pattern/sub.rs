@@ -228,7 +228,10 @@ impl Pattern for XSub {
             opt::ONLY_FIRST_SUBSCRIBE if !self.is_sub => {
                 self.only_first_subscribe = opt_bool(value)?
             }
-            opt::XSUB_VERBOSE_UNSUBSCRIBE if !self.is_sub => self.verbose_unsubs = opt_bool(value)?,
+            opt::XSUB_VERBOSE_UNSUBSCRIBE if !self.is_sub => {
+                let v: [u8; 4] = value.try_into().map_err(|_| Error::Inval)?;
+                self.verbose_unsubs = i32::from_ne_bytes(v) != 0;
+            }
             _ => {}
         }
         Ok(())
