@@ -140,3 +140,34 @@ fn xsub_verbose_unsubscribe_is_xsub_only_and_write_only() {
         );
     }
 }
+
+#[test]
+fn priority_set_and_get_as_libzmq() {
+    let ctx = Context::new();
+    let mut s = sock(&ctx, SocketType::Push);
+    assert_eq!(get_int(&mut s, opt::PRIORITY), 0);
+    s.set_option_i32(opt::PRIORITY, 3).unwrap();
+    assert_eq!(get_int(&mut s, opt::PRIORITY), 3);
+    assert_eq!(s.set_option_i32(opt::PRIORITY, -1), Err(Error::Inval));
+    // A tcp connection carrying SO_PRIORITY works as any other.
+    let mut pull = sock(&ctx, SocketType::Pull);
+    pull.set_option_i32(opt::PRIORITY, 3).unwrap();
+    pull.bind("tcp://127.0.0.1:*").unwrap();
+    s.connect(pull.last_endpoint()).unwrap();
+    s.send(&b"prio"[..], 0).unwrap();
+    assert_eq!(pull.recv_bytes(0).unwrap(), b"prio");
+}
+
+#[test]
+fn busy_poll_set_then_bind_and_exchange() {
+    let ctx = Context::new();
+    let mut dealer = sock(&ctx, SocketType::Dealer);
+    dealer.set_option_i32(opt::BUSY_POLL, 1).unwrap();
+    assert_eq!(get_int(&mut dealer, opt::BUSY_POLL), 1);
+    dealer.bind("tcp://127.0.0.1:*").unwrap();
+    let mut peer = sock(&ctx, SocketType::Dealer);
+    peer.set_option_i32(opt::BUSY_POLL, 1).unwrap();
+    peer.connect(dealer.last_endpoint()).unwrap();
+    peer.send(&b"busy"[..], 0).unwrap();
+    assert_eq!(dealer.recv_bytes(0).unwrap(), b"busy");
+}

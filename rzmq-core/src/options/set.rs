@@ -165,6 +165,8 @@ impl Options {
             SNDBUF => set_int(&mut self.sndbuf, int_if(|x| x >= -1)),
             RCVBUF => set_int(&mut self.rcvbuf, int_if(|x| x >= -1)),
             TOS => set_int(&mut self.tos, int_if(|x| x >= 0)),
+            PRIORITY => set_int(&mut self.priority, int_if(|x| x >= 0)),
+            BUSY_POLL => set_int(&mut self.busy_poll, int.ok_or(Error::Inval)),
             LINGER => set_int(&mut self.linger, int_if(|x| x >= -1)),
             CONNECT_TIMEOUT => set_int(&mut self.connect_timeout, int_if(|x| x >= 0)),
             TCP_MAXRT => set_int(&mut self.tcp_maxrt, int_if(|x| x >= 0)),

@@ -44,6 +44,10 @@ pub struct Options {
     pub rcvbuf: i32,
     /// `ZMQ_TOS` (0: not set).
     pub tos: i32,
+    /// `ZMQ_PRIORITY` (DRAFT): `SO_PRIORITY` of tcp connections (0: not set; >= 0).
+    pub priority: i32,
+    /// `ZMQ_BUSY_POLL` (DRAFT): `SO_BUSY_POLL` of tcp sockets in microseconds (<= 0: not set).
+    pub busy_poll: i32,
     /// `ZMQ_LINGER` in ms (-1 infinite; 0 when the context's `BLOCKY` is off).
     pub linger: i32,
     /// `ZMQ_CONNECT_TIMEOUT` in ms (0).
@@ -192,6 +196,8 @@ impl Options {
             sndbuf: -1,
             rcvbuf: -1,
             tos: 0,
+            priority: 0,
+            busy_poll: 0,
             linger: -1,
             connect_timeout: 0,
             tcp_maxrt: 0,

@@ -326,8 +326,6 @@ fn features_not_built() {
         OUT_BATCH_SIZE,
         HELLO_MSG,
         DISCONNECT_MSG,
-        PRIORITY,
-        BUSY_POLL,
     ] {
         assert_eq!(o.set(opt, &i(1)), Err(Error::Inval), "option {opt}");
         assert_eq!(o.get(opt), Err(Error::Inval), "option {opt}");
@@ -900,4 +898,22 @@ fn ctx_affinity_and_names() {
     c.get_ext(IO_THREADS, &mut four).unwrap();
     assert_eq!(i32::from_ne_bytes(four), 1);
     assert_eq!(c.get_ext(IO_THREADS, &mut [0u8; 8]), Err(Error::Inval));
+}
+
+#[test]
+fn priority_and_busy_poll() {
+    let mut o = Options::new(T::Push);
+    assert_eq!(get_int(&o, PRIORITY), 0);
+    assert_eq!(get_int(&o, BUSY_POLL), 0);
+    o.set(PRIORITY, &i(3)).unwrap();
+    assert_eq!(get_int(&o, PRIORITY), 3);
+    assert_eq!(o.set(PRIORITY, &i(-1)), Err(Error::Inval));
+    assert_eq!(o.set(PRIORITY, &[3u8]), Err(Error::Inval));
+    assert_eq!(get_int(&o, PRIORITY), 3);
+    // libzmq takes any int for BUSY_POLL; <= 0 leaves SO_BUSY_POLL unset.
+    o.set(BUSY_POLL, &i(50)).unwrap();
+    assert_eq!(get_int(&o, BUSY_POLL), 50);
+    o.set(BUSY_POLL, &i(-1)).unwrap();
+    assert_eq!(get_int(&o, BUSY_POLL), -1);
+    assert_eq!(o.set(BUSY_POLL, &0u64.to_ne_bytes()), Err(Error::Inval));
 }
