@@ -171,3 +171,91 @@ fn busy_poll_set_then_bind_and_exchange() {
     peer.send(&b"busy"[..], 0).unwrap();
     assert_eq!(dealer.recv_bytes(0).unwrap(), b"busy");
 }
+
+fn recv_parts(s: &mut Socket) -> Vec<Vec<u8>> {
+    s.recv_multipart(0)
+        .unwrap()
+        .iter()
+        .map(|m| m.data().to_vec())
+        .collect()
+}
+
+#[test]
+fn router_notify_reports_connects_and_disconnects() {
+    for (transport, tag) in [("tcp", "tcp://127.0.0.1:*"), ("ipc", "")] {
+        for notify in [
+            opt::NOTIFY_CONNECT,
+            opt::NOTIFY_DISCONNECT,
+            opt::NOTIFY_CONNECT | opt::NOTIFY_DISCONNECT,
+        ] {
+            let ctx = Context::new();
+            let mut router = sock(&ctx, SocketType::Router);
+            router.set_option_i32(opt::ROUTER_NOTIFY, notify).unwrap();
+            assert_eq!(get_int(&mut router, opt::ROUTER_NOTIFY), notify);
+            let ep = if transport == "ipc" {
+                rzmq_tests::ipc_endpoint(&format!("router-notify-{notify}"))
+            } else {
+                tag.to_string()
+            };
+            router.bind(&ep).unwrap();
+            let ep = router.last_endpoint().to_string();
+            let mut dealer = sock(&ctx, SocketType::Dealer);
+            dealer.set_option_raw(opt::ROUTING_ID, b"X").unwrap();
+            dealer.connect(&ep).unwrap();
+            if notify & opt::NOTIFY_CONNECT != 0 {
+                assert_eq!(recv_parts(&mut router), vec![b"X".to_vec(), Vec::new()]);
+            }
+            dealer.send(&b"hi"[..], 0).unwrap();
+            assert_eq!(recv_parts(&mut router), vec![b"X".to_vec(), b"hi".to_vec()]);
+            dealer.close();
+            if notify & opt::NOTIFY_DISCONNECT != 0 {
+                assert_eq!(recv_parts(&mut router), vec![b"X".to_vec(), Vec::new()]);
+            }
+            router.close();
+        }
+    }
+}
+
+#[test]
+fn router_notify_on_a_connecting_router() {
+    let ctx = Context::new();
+    let mut dealer = sock(&ctx, SocketType::Dealer);
+    dealer.set_option_raw(opt::ROUTING_ID, b"D").unwrap();
+    dealer.bind("tcp://127.0.0.1:*").unwrap();
+    let mut router = sock(&ctx, SocketType::Router);
+    router
+        .set_option_i32(
+            opt::ROUTER_NOTIFY,
+            opt::NOTIFY_CONNECT | opt::NOTIFY_DISCONNECT,
+        )
+        .unwrap();
+    router.connect(dealer.last_endpoint()).unwrap();
+    assert_eq!(recv_parts(&mut router), vec![b"D".to_vec(), Vec::new()]);
+    dealer.send(&b"hello"[..], 0).unwrap();
+    assert_eq!(
+        recv_parts(&mut router),
+        vec![b"D".to_vec(), b"hello".to_vec()]
+    );
+    dealer.close();
+    assert_eq!(recv_parts(&mut router), vec![b"D".to_vec(), Vec::new()]);
+}
+
+#[test]
+fn router_notify_is_router_only_and_bounded() {
+    let ctx = Context::new();
+    let mut router = sock(&ctx, SocketType::Router);
+    assert_eq!(get_int(&mut router, opt::ROUTER_NOTIFY), 0);
+    assert_eq!(
+        router.set_option_i32(opt::ROUTER_NOTIFY, 4),
+        Err(Error::Inval)
+    );
+    assert_eq!(
+        router.set_option_i32(opt::ROUTER_NOTIFY, -1),
+        Err(Error::Inval)
+    );
+    let mut dealer = sock(&ctx, SocketType::Dealer);
+    assert_eq!(
+        dealer.set_option_i32(opt::ROUTER_NOTIFY, 1),
+        Err(Error::Inval)
+    );
+}

@@ -186,8 +186,14 @@ pub const LOOPBACK_FASTPATH: i32 = 94;
 pub const METADATA: i32 = 95;
 /// `ZMQ_MULTICAST_LOOP` (DRAFT; handled by stable builds).
 pub const MULTICAST_LOOP: i32 = 96;
-/// `ZMQ_ROUTER_NOTIFY` (DRAFT; `EINVAL` in stable builds).
+/// `ZMQ_ROUTER_NOTIFY` (DRAFT; `EINVAL` in stable builds): ROUTER delivers `[routing id][empty]`
+/// when a tcp/ipc peer completes its handshake and/or disconnects ([`NOTIFY_CONNECT`],
+/// [`NOTIFY_DISCONNECT`]).
 pub const ROUTER_NOTIFY: i32 = 97;
+/// `ZMQ_NOTIFY_CONNECT` (DRAFT): a `ROUTER_NOTIFY` bit.
+pub const NOTIFY_CONNECT: i32 = 1;
+/// `ZMQ_NOTIFY_DISCONNECT` (DRAFT): a `ROUTER_NOTIFY` bit.
+pub const NOTIFY_DISCONNECT: i32 = 2;
 /// `ZMQ_XPUB_MANUAL_LAST_VALUE` (DRAFT; handled by stable builds on XPUB/PUB), write-only.
 pub const XPUB_MANUAL_LAST_VALUE: i32 = 98;
 /// `ZMQ_SOCKS_USERNAME` (DRAFT; handled by stable builds).

@@ -28,11 +28,12 @@
 //! write-only), `SOCKS_USERNAME` (99), `SOCKS_PASSWORD` (100), `ONLY_FIRST_SUBSCRIBE` (108,
 //! PUB/XPUB/XSUB, write-only), `RECONNECT_STOP` (109), and the socket-level read `TOPICS_COUNT`
 //! (116, PUB/SUB/XPUB/XSUB). The rest are inside `#ifdef ZMQ_BUILD_DRAFT_API`. Of those, the
-//! native options here implement as a DRAFT build of libzmq 4.3.5 does: `PRIORITY` (112,
+//! native options here implement as a DRAFT build of libzmq 4.3.5 does: `ROUTER_NOTIFY` (97,
+//! ROUTER, 0 to 3; `[routing id][empty]` on a tcp/ipc peer's handshake and disconnection),
+//! `PRIORITY` (112,
 //! `SO_PRIORITY` on tcp), `BUSY_POLL` (113, `SO_BUSY_POLL` on tcp; readable here, where 4.3.5's
 //! getter fails with `EINVAL`) and `XSUB_VERBOSE_UNSUBSCRIBE` (115, XSUB, write-only); the C ABI
-//! decides whether its stable build refuses them. Still `EINVAL`: `ROUTER_NOTIFY`,
-//! `IN_BATCH_SIZE`, `OUT_BATCH_SIZE`, `WSS_*`, `HELLO_MSG`, `DISCONNECT_MSG`, `HICCUP_MSG`,
+//! decides whether its stable build refuses them. Still `EINVAL`: `IN_BATCH_SIZE`, `OUT_BATCH_SIZE`, `WSS_*`, `HELLO_MSG`, `DISCONNECT_MSG`, `HICCUP_MSG`,
 //! `NORM_*`. The context option `ZERO_COPY_RECV` (10, DRAFT) is handled by a stable build.
 //!
 //! # Write-only and socket-level options

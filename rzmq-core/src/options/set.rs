@@ -72,6 +72,15 @@ impl Options {
                 }
                 None => Ok(None),
             },
+            ROUTER_NOTIFY if t == T::Router => {
+                match int.filter(|&x| (0..=NOTIFY_CONNECT | NOTIFY_DISCONNECT).contains(&x)) {
+                    Some(x) => {
+                        self.router_notify = x;
+                        done
+                    }
+                    None => Ok(None),
+                }
+            }
             ROUTER_MANDATORY if t == T::Router => set_flag(&mut self.router_mandatory, flag, opt),
             ROUTER_HANDOVER if t == T::Router => set_flag(&mut self.router_handover, flag, opt),
             PROBE_ROUTER if t == T::Router || t == T::Dealer || t == T::Req => {

@@ -44,6 +44,8 @@ pub struct Options {
     pub rcvbuf: i32,
     /// `ZMQ_TOS` (0: not set).
     pub tos: i32,
+    /// `ZMQ_ROUTER_NOTIFY` (DRAFT; ROUTER): `NOTIFY_CONNECT | NOTIFY_DISCONNECT` bits (0).
+    pub router_notify: i32,
     /// `ZMQ_PRIORITY` (DRAFT): `SO_PRIORITY` of tcp connections (0: not set; >= 0).
     pub priority: i32,
     /// `ZMQ_BUSY_POLL` (DRAFT): `SO_BUSY_POLL` of tcp sockets in microseconds (<= 0: not set).
@@ -196,6 +198,7 @@ impl Options {
             sndbuf: -1,
             rcvbuf: -1,
             tos: 0,
+            router_notify: 0,
             priority: 0,
             busy_poll: 0,
             linger: -1,

@@ -320,18 +320,17 @@ fn features_not_built() {
         assert_eq!(o.get(opt), Err(Error::Inval), "option {opt}");
     }
     // DRAFT-only options of a stable build.
-    for opt in [
-        ROUTER_NOTIFY,
-        IN_BATCH_SIZE,
-        OUT_BATCH_SIZE,
-        HELLO_MSG,
-        DISCONNECT_MSG,
-    ] {
+    for opt in [IN_BATCH_SIZE, OUT_BATCH_SIZE, HELLO_MSG, DISCONNECT_MSG] {
         assert_eq!(o.set(opt, &i(1)), Err(Error::Inval), "option {opt}");
         assert_eq!(o.get(opt), Err(Error::Inval), "option {opt}");
     }
+    assert_eq!(o.set(ROUTER_NOTIFY, &i(1)), Err(Error::Inval));
     let mut r = Options::new(T::Router);
-    assert_eq!(r.set(ROUTER_NOTIFY, &i(1)), Err(Error::Inval));
+    assert_eq!(get_int(&r, ROUTER_NOTIFY), 0);
+    r.set(ROUTER_NOTIFY, &i(3)).unwrap();
+    assert_eq!(get_int(&r, ROUTER_NOTIFY), 3);
+    assert_eq!(r.set(ROUTER_NOTIFY, &i(4)), Err(Error::Inval));
+    assert_eq!(r.set(ROUTER_NOTIFY, &i(-1)), Err(Error::Inval));
     let mut x = Options::new(T::XSub);
     assert_eq!(
         x.set(XSUB_VERBOSE_UNSUBSCRIBE, &i(-1)),
