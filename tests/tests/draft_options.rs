@@ -259,3 +259,27 @@ fn router_notify_is_router_only_and_bounded() {
         Err(Error::Inval)
     );
 }
+
+#[test]
+fn hiccup_msg_arrives_when_a_made_connection_breaks() {
+    for ty in [SocketType::Client, SocketType::Dealer] {
+        let ctx = Context::new();
+        let peer_ty = if ty == SocketType::Client {
+            SocketType::Server
+        } else {
+            SocketType::Router
+        };
+        let mut server = sock(&ctx, peer_ty);
+        server.bind("tcp://127.0.0.1:*").unwrap();
+        let mut client = sock(&ctx, ty);
+        client.set_option_raw(opt::HICCUP_MSG, b"HICCUP").unwrap();
+        assert_eq!(client.get_option(opt::HICCUP_MSG), Err(Error::Inval));
+        client.connect(server.last_endpoint()).unwrap();
+        // The handshake is done once the server has a message from it.
+        client.send(&b"up"[..], 0).unwrap();
+        let got = server.recv_multipart(0).unwrap();
+        assert_eq!(got.last().unwrap().data(), b"up");
+        server.close();
+        assert_eq!(client.recv_bytes(0).unwrap(), b"HICCUP", "{ty:?}");
+    }
+}

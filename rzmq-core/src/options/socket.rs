@@ -44,6 +44,9 @@ pub struct Options {
     pub rcvbuf: i32,
     /// `ZMQ_TOS` (0: not set).
     pub tos: i32,
+    /// `ZMQ_HICCUP_MSG` (DRAFT; write-only): what CLIENT, DEALER and PEER receive when a
+    /// connection they made breaks after its handshake (empty: none).
+    pub hiccup_msg: Vec<u8>,
     /// `ZMQ_ROUTER_NOTIFY` (DRAFT; ROUTER): `NOTIFY_CONNECT | NOTIFY_DISCONNECT` bits (0).
     pub router_notify: i32,
     /// `ZMQ_PRIORITY` (DRAFT): `SO_PRIORITY` of tcp connections (0: not set; >= 0).
@@ -199,6 +202,7 @@ impl Options {
             rcvbuf: -1,
             tos: 0,
             router_notify: 0,
+            hiccup_msg: Vec::new(),
             priority: 0,
             busy_poll: 0,
             linger: -1,

@@ -325,6 +325,11 @@ fn features_not_built() {
         assert_eq!(o.get(opt), Err(Error::Inval), "option {opt}");
     }
     assert_eq!(o.set(ROUTER_NOTIFY, &i(1)), Err(Error::Inval));
+    o.set(HICCUP_MSG, b"HICCUP").unwrap();
+    assert_eq!(o.hiccup_msg, b"HICCUP");
+    assert_eq!(o.get(HICCUP_MSG), Err(Error::Inval));
+    o.set_null(HICCUP_MSG).unwrap();
+    assert!(o.hiccup_msg.is_empty());
     let mut r = Options::new(T::Router);
     assert_eq!(get_int(&r, ROUTER_NOTIFY), 0);
     r.set(ROUTER_NOTIFY, &i(3)).unwrap();

@@ -44,6 +44,17 @@ impl Session {
         // the handshake (what remains of a message cut in half is rolled back first).
         let router_notify =
             self.phase == Phase::Up && self.router_notifies(crate::options::NOTIFY_DISCONNECT);
+        // HICCUP_MSG: a connection this socket made broke after its handshake (CLIENT,
+        // DEALER, PEER; libzmq `session_base_t::engine_error`).
+        let hiccup = (self.phase == Phase::Up
+            && self.connect.is_some()
+            && !refused
+            && matches!(
+                self.setup.socket_type,
+                SocketType::Client | SocketType::Dealer | SocketType::Peer
+            )
+            && !self.setup.options.hiccup_msg.is_empty())
+        .then(|| Msg::copy_from(&self.setup.options.hiccup_msg));
         drop(e);
         if self.connect.is_none()
             || refused
@@ -63,6 +74,10 @@ impl Session {
                     to_socket.rollback();
                     let _ = to_socket.try_write(Msg::new());
                 }
+                if let Some(m) = hiccup.clone() {
+                    to_socket.rollback();
+                    let _ = to_socket.try_write(m);
+                }
                 drop(from_socket);
                 drop(to_socket);
             }
@@ -75,6 +90,9 @@ impl Session {
             p.to_socket.rollback();
             if router_notify {
                 let _ = p.to_socket.try_write(Msg::new());
+            }
+            if let Some(m) = hiccup {
+                let _ = p.to_socket.try_write(m);
             }
         }
         self.phase = Phase::Down;
