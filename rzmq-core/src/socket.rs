@@ -429,6 +429,10 @@ impl Socket {
             // libzmq's answer for the type (the DRAFT types but DGRAM): the C ABI locks such a
             // socket for each call; natively a `Socket` is used through `&mut` either way.
             o::THREAD_SAFE => Ok(OptValue::IntRelaxed(i32::from(self.ty.is_thread_safe()))),
+            o::TOPICS_COUNT => match self.pattern.topics_count() {
+                Some(n) => Ok(OptValue::IntRelaxed(i32::try_from(n).unwrap_or(i32::MAX))),
+                None => Err(Error::Inval),
+            },
             _ => self.options.get(opt),
         }
     }

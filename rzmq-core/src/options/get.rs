@@ -26,6 +26,11 @@ impl Options {
             SNDBUF => Int(self.sndbuf),
             RCVBUF => Int(self.rcvbuf),
             TOS => Int(self.tos),
+            PRIORITY => Int(self.priority),
+            ROUTER_NOTIFY => Int(self.router_notify),
+            // libzmq 4.3.5 stores the value and then fails with EINVAL (its getter lacks a
+            // `return 0`); the value is answered here, as later libzmq does.
+            BUSY_POLL => Int(self.busy_poll),
             TYPE => Int(self.socket_type.as_i32()),
             LINGER => Int(self.linger),
             CONNECT_TIMEOUT => Int(self.connect_timeout),

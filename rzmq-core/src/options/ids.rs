@@ -186,8 +186,14 @@ pub const LOOPBACK_FASTPATH: i32 = 94;
 pub const METADATA: i32 = 95;
 /// `ZMQ_MULTICAST_LOOP` (DRAFT; handled by stable builds).
 pub const MULTICAST_LOOP: i32 = 96;
-/// `ZMQ_ROUTER_NOTIFY` (DRAFT; `EINVAL` in stable builds).
+/// `ZMQ_ROUTER_NOTIFY` (DRAFT; `EINVAL` in stable builds): ROUTER delivers `[routing id][empty]`
+/// when a tcp/ipc peer completes its handshake and/or disconnects ([`NOTIFY_CONNECT`],
+/// [`NOTIFY_DISCONNECT`]).
 pub const ROUTER_NOTIFY: i32 = 97;
+/// `ZMQ_NOTIFY_CONNECT` (DRAFT): a `ROUTER_NOTIFY` bit.
+pub const NOTIFY_CONNECT: i32 = 1;
+/// `ZMQ_NOTIFY_DISCONNECT` (DRAFT): a `ROUTER_NOTIFY` bit.
+pub const NOTIFY_DISCONNECT: i32 = 2;
 /// `ZMQ_XPUB_MANUAL_LAST_VALUE` (DRAFT; handled by stable builds on XPUB/PUB), write-only.
 pub const XPUB_MANUAL_LAST_VALUE: i32 = 98;
 /// `ZMQ_SOCKS_USERNAME` (DRAFT; handled by stable builds).
@@ -216,13 +222,15 @@ pub const RECONNECT_STOP: i32 = 109;
 pub const HELLO_MSG: i32 = 110;
 /// `ZMQ_DISCONNECT_MSG` (DRAFT; `EINVAL` in stable builds).
 pub const DISCONNECT_MSG: i32 = 111;
-/// `ZMQ_PRIORITY` (DRAFT; `EINVAL` in stable builds).
+/// `ZMQ_PRIORITY` (DRAFT; `EINVAL` in stable builds): `SO_PRIORITY` of tcp connections (>= 0).
 pub const PRIORITY: i32 = 112;
-/// `ZMQ_BUSY_POLL` (DRAFT; `EINVAL` in stable builds).
+/// `ZMQ_BUSY_POLL` (DRAFT; `EINVAL` in stable builds): `SO_BUSY_POLL` of tcp sockets, in µs.
+/// Not rzmq's own busy-polling ([`super::rzmq::BUSY_POLL_US`], `sockopt::BusyPoll`).
 pub const BUSY_POLL: i32 = 113;
 /// `ZMQ_HICCUP_MSG` (DRAFT; `EINVAL` in stable builds).
 pub const HICCUP_MSG: i32 = 114;
-/// `ZMQ_XSUB_VERBOSE_UNSUBSCRIBE` (DRAFT; `EINVAL` in stable builds).
+/// `ZMQ_XSUB_VERBOSE_UNSUBSCRIBE` (DRAFT; `EINVAL` in stable builds): XSUB passes on every
+/// unsubscription, write-only.
 pub const XSUB_VERBOSE_UNSUBSCRIBE: i32 = 115;
 /// `ZMQ_TOPICS_COUNT` (DRAFT; read by stable builds on PUB/SUB/XPUB/XSUB; socket-level).
 pub const TOPICS_COUNT: i32 = 116;

@@ -27,11 +27,16 @@
 //! `METADATA` (95, write-only), `MULTICAST_LOOP` (96), `XPUB_MANUAL_LAST_VALUE` (98, PUB/XPUB,
 //! write-only), `SOCKS_USERNAME` (99), `SOCKS_PASSWORD` (100), `ONLY_FIRST_SUBSCRIBE` (108,
 //! PUB/XPUB/XSUB, write-only), `RECONNECT_STOP` (109), and the socket-level read `TOPICS_COUNT`
-//! (116, PUB/SUB/XPUB/XSUB). The rest are inside `#ifdef ZMQ_BUILD_DRAFT_API` and fail with
-//! `EINVAL` in a stable build, as here: `ROUTER_NOTIFY`, `IN_BATCH_SIZE`, `OUT_BATCH_SIZE`,
-//! `WSS_*`, `HELLO_MSG`, `DISCONNECT_MSG`, `PRIORITY`, `BUSY_POLL`, `HICCUP_MSG`,
-//! `XSUB_VERBOSE_UNSUBSCRIBE`, `NORM_*`. The context option `ZERO_COPY_RECV` (10, DRAFT) is
-//! likewise handled by a stable build.
+//! (116, PUB/SUB/XPUB/XSUB). The rest are inside `#ifdef ZMQ_BUILD_DRAFT_API`. Of those, the
+//! native options here implement as a DRAFT build of libzmq 4.3.5 does: `ROUTER_NOTIFY` (97,
+//! ROUTER, 0 to 3; `[routing id][empty]` on a tcp/ipc peer's handshake and disconnection),
+//! `PRIORITY` (112, `SO_PRIORITY` on tcp), `BUSY_POLL` (113, `SO_BUSY_POLL` on tcp; readable
+//! here, where 4.3.5's getter fails with `EINVAL`), `HICCUP_MSG` (114, write-only; delivered to
+//! CLIENT/DEALER/PEER when a tcp/ipc connection they made breaks after its handshake) and
+//! `XSUB_VERBOSE_UNSUBSCRIBE` (115, XSUB, write-only); the C ABI decides whether its stable
+//! build refuses them. Still `EINVAL` (not implemented): `IN_BATCH_SIZE`, `OUT_BATCH_SIZE`,
+//! `WSS_*`, `HELLO_MSG`, `DISCONNECT_MSG`, `NORM_*`. The context option `ZERO_COPY_RECV` (10,
+//! DRAFT) is handled by a stable build.
 //!
 //! # Write-only and socket-level options
 //!

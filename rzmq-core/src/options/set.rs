@@ -72,6 +72,15 @@ impl Options {
                 }
                 None => Ok(None),
             },
+            ROUTER_NOTIFY if t == T::Router => {
+                match int.filter(|&x| (0..=NOTIFY_CONNECT | NOTIFY_DISCONNECT).contains(&x)) {
+                    Some(x) => {
+                        self.router_notify = x;
+                        done
+                    }
+                    None => Ok(None),
+                }
+            }
             ROUTER_MANDATORY if t == T::Router => set_flag(&mut self.router_mandatory, flag, opt),
             ROUTER_HANDOVER if t == T::Router => set_flag(&mut self.router_handover, flag, opt),
             PROBE_ROUTER if t == T::Router || t == T::Dealer || t == T::Req => {
@@ -120,6 +129,10 @@ impl Options {
             ONLY_FIRST_SUBSCRIBE if is_xpub || t == T::XSub => {
                 set_flag(&mut self.only_first_subscribe, flag, opt)
             }
+            // libzmq reads any int, negative ones included, as a flag (`!= 0`).
+            XSUB_VERBOSE_UNSUBSCRIBE if t == T::XSub => {
+                set_flag(&mut self.xsub_verbose_unsubscribe, int.map(|x| x != 0), opt)
+            }
             XPUB_WELCOME_MSG if is_xpub => {
                 self.xpub_welcome_msg = if v.is_empty() { None } else { Some(v.to_vec()) };
                 done
@@ -161,6 +174,13 @@ impl Options {
             SNDBUF => set_int(&mut self.sndbuf, int_if(|x| x >= -1)),
             RCVBUF => set_int(&mut self.rcvbuf, int_if(|x| x >= -1)),
             TOS => set_int(&mut self.tos, int_if(|x| x >= 0)),
+            // Any bytes; NULL or empty clears it (libzmq `options_t::setsockopt`).
+            HICCUP_MSG => {
+                self.hiccup_msg = v.to_vec();
+                stored
+            }
+            PRIORITY => set_int(&mut self.priority, int_if(|x| x >= 0)),
+            BUSY_POLL => set_int(&mut self.busy_poll, int.ok_or(Error::Inval)),
             LINGER => set_int(&mut self.linger, int_if(|x| x >= -1)),
             CONNECT_TIMEOUT => set_int(&mut self.connect_timeout, int_if(|x| x >= 0)),
             TCP_MAXRT => set_int(&mut self.tcp_maxrt, int_if(|x| x >= 0)),

@@ -44,6 +44,15 @@ pub struct Options {
     pub rcvbuf: i32,
     /// `ZMQ_TOS` (0: not set).
     pub tos: i32,
+    /// `ZMQ_HICCUP_MSG` (DRAFT; write-only): what CLIENT, DEALER and PEER receive when a
+    /// connection they made breaks after its handshake (empty: none).
+    pub hiccup_msg: Vec<u8>,
+    /// `ZMQ_ROUTER_NOTIFY` (DRAFT; ROUTER): `NOTIFY_CONNECT | NOTIFY_DISCONNECT` bits (0).
+    pub router_notify: i32,
+    /// `ZMQ_PRIORITY` (DRAFT): `SO_PRIORITY` of tcp connections (0: not set; >= 0).
+    pub priority: i32,
+    /// `ZMQ_BUSY_POLL` (DRAFT): `SO_BUSY_POLL` of tcp sockets in microseconds (<= 0: not set).
+    pub busy_poll: i32,
     /// `ZMQ_LINGER` in ms (-1 infinite; 0 when the context's `BLOCKY` is off).
     pub linger: i32,
     /// `ZMQ_CONNECT_TIMEOUT` in ms (0).
@@ -162,6 +171,8 @@ pub struct Options {
     pub xpub_manual_last_value: bool,
     /// `ZMQ_ONLY_FIRST_SUBSCRIBE` (false).
     pub only_first_subscribe: bool,
+    /// `ZMQ_XSUB_VERBOSE_UNSUBSCRIBE` (DRAFT; XSUB, write-only): pass on every unsubscription.
+    pub xsub_verbose_unsubscribe: bool,
     /// `ZMQ_XPUB_WELCOME_MSG` (none; an empty value clears it).
     pub xpub_welcome_msg: Option<Vec<u8>>,
     /// `ZMQ_STREAM_NOTIFY` (true): raw engines deliver connect/disconnect notifications.
@@ -190,6 +201,10 @@ impl Options {
             sndbuf: -1,
             rcvbuf: -1,
             tos: 0,
+            router_notify: 0,
+            hiccup_msg: Vec::new(),
+            priority: 0,
+            busy_poll: 0,
             linger: -1,
             connect_timeout: 0,
             tcp_maxrt: 0,
@@ -248,6 +263,7 @@ impl Options {
             xpub_manual: false,
             xpub_manual_last_value: false,
             only_first_subscribe: false,
+            xsub_verbose_unsubscribe: false,
             xpub_welcome_msg: None,
             stream_notify: true,
             connect_routing_id: None,

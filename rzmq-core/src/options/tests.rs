@@ -320,22 +320,32 @@ fn features_not_built() {
         assert_eq!(o.get(opt), Err(Error::Inval), "option {opt}");
     }
     // DRAFT-only options of a stable build.
-    for opt in [
-        ROUTER_NOTIFY,
-        IN_BATCH_SIZE,
-        OUT_BATCH_SIZE,
-        HELLO_MSG,
-        DISCONNECT_MSG,
-        PRIORITY,
-        BUSY_POLL,
-    ] {
+    for opt in [IN_BATCH_SIZE, OUT_BATCH_SIZE, HELLO_MSG, DISCONNECT_MSG] {
         assert_eq!(o.set(opt, &i(1)), Err(Error::Inval), "option {opt}");
         assert_eq!(o.get(opt), Err(Error::Inval), "option {opt}");
     }
+    assert_eq!(o.set(ROUTER_NOTIFY, &i(1)), Err(Error::Inval));
+    o.set(HICCUP_MSG, b"HICCUP").unwrap();
+    assert_eq!(o.hiccup_msg, b"HICCUP");
+    assert_eq!(o.get(HICCUP_MSG), Err(Error::Inval));
+    o.set_null(HICCUP_MSG).unwrap();
+    assert!(o.hiccup_msg.is_empty());
     let mut r = Options::new(T::Router);
-    assert_eq!(r.set(ROUTER_NOTIFY, &i(1)), Err(Error::Inval));
+    assert_eq!(get_int(&r, ROUTER_NOTIFY), 0);
+    r.set(ROUTER_NOTIFY, &i(3)).unwrap();
+    assert_eq!(get_int(&r, ROUTER_NOTIFY), 3);
+    assert_eq!(r.set(ROUTER_NOTIFY, &i(4)), Err(Error::Inval));
+    assert_eq!(r.set(ROUTER_NOTIFY, &i(-1)), Err(Error::Inval));
     let mut x = Options::new(T::XSub);
-    assert_eq!(x.set(XSUB_VERBOSE_UNSUBSCRIBE, &i(1)), Err(Error::Inval));
+    assert_eq!(
+        x.set(XSUB_VERBOSE_UNSUBSCRIBE, &i(-1)),
+        Ok(Applied::PatternFlag(XSUB_VERBOSE_UNSUBSCRIBE))
+    );
+    assert!(x.xsub_verbose_unsubscribe);
+    assert_eq!(x.set(XSUB_VERBOSE_UNSUBSCRIBE, &[0u8]), Err(Error::Inval));
+    assert_eq!(x.get(XSUB_VERBOSE_UNSUBSCRIBE), Err(Error::Inval));
+    let mut s = Options::new(T::Sub);
+    assert_eq!(s.set(XSUB_VERBOSE_UNSUBSCRIBE, &i(1)), Err(Error::Inval));
     assert_eq!(get_int(&o, MECHANISM), NULL);
 }
 
@@ -892,4 +902,22 @@ fn ctx_affinity_and_names() {
     c.get_ext(IO_THREADS, &mut four).unwrap();
     assert_eq!(i32::from_ne_bytes(four), 1);
     assert_eq!(c.get_ext(IO_THREADS, &mut [0u8; 8]), Err(Error::Inval));
+}
+
+#[test]
+fn priority_and_busy_poll() {
+    let mut o = Options::new(T::Push);
+    assert_eq!(get_int(&o, PRIORITY), 0);
+    assert_eq!(get_int(&o, BUSY_POLL), 0);
+    o.set(PRIORITY, &i(3)).unwrap();
+    assert_eq!(get_int(&o, PRIORITY), 3);
+    assert_eq!(o.set(PRIORITY, &i(-1)), Err(Error::Inval));
+    assert_eq!(o.set(PRIORITY, &[3u8]), Err(Error::Inval));
+    assert_eq!(get_int(&o, PRIORITY), 3);
+    // libzmq takes any int for BUSY_POLL; <= 0 leaves SO_BUSY_POLL unset.
+    o.set(BUSY_POLL, &i(50)).unwrap();
+    assert_eq!(get_int(&o, BUSY_POLL), 50);
+    o.set(BUSY_POLL, &i(-1)).unwrap();
+    assert_eq!(get_int(&o, BUSY_POLL), -1);
+    assert_eq!(o.set(BUSY_POLL, &0u64.to_ne_bytes()), Err(Error::Inval));
 }

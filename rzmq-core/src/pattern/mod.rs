@@ -347,6 +347,11 @@ pub trait Pattern: Send {
         let _ = id;
         None
     }
+    /// Number of distinct subscribed topics (`ZMQ_TOPICS_COUNT`: PUB, SUB, XPUB, XSUB); `None`
+    /// for the other types, whose getsockopt fails with `EINVAL`.
+    fn topics_count(&self) -> Option<usize> {
+        None
+    }
 }
 
 #[cfg(test)]

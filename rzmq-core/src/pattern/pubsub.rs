@@ -162,6 +162,10 @@ impl XPub {
 }
 
 impl Pattern for XPub {
+    fn topics_count(&self) -> Option<usize> {
+        Some(XPub::topics_count(self))
+    }
+
     fn attach(&mut self, id: PipeId, pipes: &mut PipeTable) {
         self.dist.attach(id);
         if let Some(w) = &self.welcome {

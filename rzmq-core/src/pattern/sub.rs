@@ -71,12 +71,6 @@ impl XSub {
         XSub::new(false)
     }
 
-    /// Number of distinct subscribed topics (`ZMQ_TOPICS_COUNT`).
-    #[cfg(test)]
-    pub(crate) fn topics_count(&self) -> usize {
-        self.subscriptions.num_prefixes()
-    }
-
     /// Writes every current subscription to pipe `id` (dropped where the pipe is full).
     fn send_subscriptions(&mut self, id: PipeId, pipes: &mut PipeTable) {
         let Some(w) = pipes.writer(id) else { return };
@@ -146,6 +140,10 @@ impl XSub {
 }
 
 impl Pattern for XSub {
+    fn topics_count(&self) -> Option<usize> {
+        Some(self.subscriptions.num_prefixes())
+    }
+
     fn attach(&mut self, id: PipeId, pipes: &mut PipeTable) {
         self.fq.attach(id);
         self.dist.attach(id);
@@ -230,7 +228,10 @@ impl Pattern for XSub {
             opt::ONLY_FIRST_SUBSCRIBE if !self.is_sub => {
                 self.only_first_subscribe = opt_bool(value)?
             }
-            opt::XSUB_VERBOSE_UNSUBSCRIBE if !self.is_sub => self.verbose_unsubs = opt_bool(value)?,
+            opt::XSUB_VERBOSE_UNSUBSCRIBE if !self.is_sub => {
+                let v: [u8; 4] = value.try_into().map_err(|_| Error::Inval)?;
+                self.verbose_unsubs = i32::from_ne_bytes(v) != 0;
+            }
             _ => {}
         }
         Ok(())
@@ -342,7 +343,7 @@ mod tests {
             .unwrap();
         send(&mut s, &mut t, &[b"\x00never"]).unwrap();
         assert_eq!(pa.recv_all(), vec![parts(&[b"\x00never"])]);
-        assert_eq!(s.topics_count(), 0);
+        assert_eq!(s.topics_count(), Some(0));
     }
 
     #[test]

@@ -283,7 +283,6 @@ impl Trie {
     }
 
     /// Number of distinct subscribed topics (`ZMQ_TOPICS_COUNT`).
-    #[cfg(test)]
     pub(crate) fn num_prefixes(&self) -> usize {
         self.prefixes
     }

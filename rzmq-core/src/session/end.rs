@@ -40,6 +40,21 @@ impl Session {
         );
         let stream_notify =
             self.setup.socket_type == SocketType::Stream && self.setup.options.stream_notify;
+        // ROUTER_NOTIFY's disconnect note: `[routing id][empty]`, for a peer that got past
+        // the handshake (what remains of a message cut in half is rolled back first).
+        let router_notify =
+            self.phase == Phase::Up && self.router_notifies(crate::options::NOTIFY_DISCONNECT);
+        // HICCUP_MSG: a connection this socket made broke after its handshake (CLIENT,
+        // DEALER, PEER; libzmq `session_base_t::engine_error`).
+        let hiccup = (self.phase == Phase::Up
+            && self.connect.is_some()
+            && !refused
+            && matches!(
+                self.setup.socket_type,
+                SocketType::Client | SocketType::Dealer | SocketType::Peer
+            )
+            && !self.setup.options.hiccup_msg.is_empty())
+        .then(|| Msg::copy_from(&self.setup.options.hiccup_msg));
         drop(e);
         if self.connect.is_none()
             || refused
@@ -55,6 +70,14 @@ impl Session {
                 if stream_notify && self.phase == Phase::Up {
                     let _ = to_socket.try_write(Msg::new());
                 }
+                if router_notify {
+                    to_socket.rollback();
+                    let _ = to_socket.try_write(Msg::new());
+                }
+                if let Some(m) = hiccup.clone() {
+                    to_socket.rollback();
+                    let _ = to_socket.try_write(m);
+                }
                 drop(from_socket);
                 drop(to_socket);
             }
@@ -65,6 +88,12 @@ impl Session {
             // A multipart message cut in half is not resent: skip what remains of it.
             self.drop_partial = p.from_socket.in_multipart();
             p.to_socket.rollback();
+            if router_notify {
+                let _ = p.to_socket.try_write(Msg::new());
+            }
+            if let Some(m) = hiccup {
+                let _ = p.to_socket.try_write(m);
+            }
         }
         self.phase = Phase::Down;
         if self.socket_closed {
@@ -77,6 +106,11 @@ impl Session {
             }
         }
         self.retry_later(r, token)
+    }
+
+    /// True for a ROUTER whose `ZMQ_ROUTER_NOTIFY` has `bit` set.
+    pub(super) fn router_notifies(&self, bit: i32) -> bool {
+        self.setup.socket_type == SocketType::Router && self.setup.options.router_notify & bit != 0
     }
 
     /// Final cleanup when the session is removed (the thread forgets it in its listener).

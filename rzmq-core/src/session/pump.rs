@@ -69,6 +69,7 @@ impl Session {
             e.yield_unstalled = yield_input;
         }
         let mut delivered = false;
+        let notify_connect = self.router_notifies(crate::options::NOTIFY_CONNECT);
         let progress = {
             let engine = self.engine.as_mut()?;
             // Both callbacks below write to the pipe; the engine never runs them together.
@@ -76,6 +77,14 @@ impl Session {
             let mut deliver = |ev: zmtp::Event| -> Option<Msg> {
                 match ev {
                     zmtp::Event::Ready(peer) => {
+                        // A pipe from before (a reconnect): the notification goes ahead of
+                        // what this read decodes after READY.
+                        if notify_connect {
+                            if let Some(p) = pipe.borrow_mut().as_mut() {
+                                let _ = p.to_socket.try_write_deferred(Msg::new());
+                                delivered = true;
+                            }
+                        }
                         newly_ready = Some(peer);
                         None
                     }
@@ -240,8 +249,12 @@ impl Session {
                 }
                 let id = self.setup.socket.reserve_pipe_id();
                 self.setup.socket.attach(Attach { entry, id });
+                let mut to_socket = from_peer_w;
+                if self.router_notifies(crate::options::NOTIFY_CONNECT) {
+                    let _ = to_socket.try_write(Msg::new());
+                }
                 self.pipe = Some(PeerPipe {
-                    to_socket: from_peer_w,
+                    to_socket,
                     from_socket: to_peer_r,
                 });
             }
