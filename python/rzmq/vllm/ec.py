@@ -106,12 +106,16 @@ class RzmqECConnector(ECConnectorBase):
         self._announcer: _Announcer | None = None
         self._index: _Index | None = None
         self._loads: list[str] = []
-        self.stats = {"saved": 0, "bytes_saved": 0, "loaded": 0, "bytes_loaded": 0}
+        # saved/loaded: the workers' embeddings kept and put into vLLM's cache; fetched and
+        # fetch_failures: the scheduler's transfers into the host cache (an embedding already on
+        # this host, brought by another instance, is loaded without one)
+        self.stats = {"saved": 0, "bytes_saved": 0, "loaded": 0, "bytes_loaded": 0, "fetched": 0,
+                      "fetch_failures": 0}
         if role == ECConnectorRole.SCHEDULER:
             if self.is_consumer:
                 self._peer = RzmqConnector({**self._peer_config, "role": "receiver"})
                 self._index = _Index(self._peer, self._producers, self._fetch_timeout,
-                                     float(extra.get("announce_wait", 1.0)))
+                                     float(extra.get("announce_wait", 1.0)), self.stats)
         elif self.is_producer and _first_tp_rank():
             self._peer = RzmqConnector({**self._peer_config, "role": "sender", "zmq_port": self._port})
             self._announcer = _Announcer(self._peer, self._peer_config["bind_host"], self._port + 1)
@@ -223,8 +227,7 @@ class RzmqECConnector(ECConnectorBase):
         """This side's accounting: the connector's counts, the transport's counters and store."""
         out: dict[str, Any] = {"connector": dict(self.stats)}
         if self._index is not None:
-            out["index"] = {"known": len(self._index.known), "fetches": self._index.fetches,
-                            "failures": self._index.failures}
+            out["index"] = {"known": len(self._index.known), "held_requests": sum(map(len, self._index._waiting.values()))}
         if self._announcer is not None:
             out["announced"] = len(self._announcer.live)
         if self._peer is not None:
@@ -319,8 +322,9 @@ class _Index:
     HOLD_WAIT = 0.002  # seconds ensure() waits for a fetch in flight before saying "not yet"
 
     def __init__(self, peer: RzmqConnector, producers: list[tuple[str, int]], timeout: float,
-                 announce_wait: float = 1.0):
+                 announce_wait: float = 1.0, stats: dict[str, int] | None = None):
         self.peer = peer
+        self.stats = stats if stats is not None else {"fetched": 0, "fetch_failures": 0}
         self.timeout = timeout
         self.announce_wait = announce_wait
         self._unknown: dict[str, float] = {}  # mm_hash -> when first asked for, not yet announced
@@ -337,8 +341,6 @@ class _Index:
         self._here: set[str] = set()  # fetched into the host cache by this process
         self._waiting: dict[str, set[str]] = {}  # mm_hash -> request ids held back for it
         self._failed: set[str] = set()
-        self.fetches = 0
-        self.failures = 0
 
     def _drain(self) -> None:
         while True:
@@ -406,7 +408,7 @@ class _Index:
         if fut.result():
             self._here.add(mm_hash)
             return True
-        self.failures += 1
+        self.stats["fetch_failures"] += 1
         self.known.pop(mm_hash, None)
         self._failed |= waiting
         return False
@@ -417,7 +419,7 @@ class _Index:
             got = self.peer.get(STAGE, STAGE, mm_hash, {"source_host": host, "source_port": port,
                                                         "shared": True, "content": mm_hash})
             if got is not None:
-                self.fetches += 1
+                self.stats["fetched"] += 1  # on the fetch thread; read by the scheduler's thread
                 return True
         logger.error("RzmqECConnector: embedding %s could not be fetched from %s within %.0f s: the requests "
                      "that need it fail", mm_hash, self._producer_order(mm_hash), self.timeout)

@@ -109,7 +109,7 @@ def test_ec_embedding_announced_fetched_once_and_loaded_without_copy(tmp_path):
         # a second request for the same picture: on this host already, no second fetch
         req2 = NS(request_id="r2", mm_features=[feature("h1")], ec_transfer_params=None)
         assert sched.ensure_cache_available(req2, 0)
-        assert sched._index.fetches == 1
+        assert sched.stats["fetched"] == 1
         # a request whose picture is already computed (prefix) needs nothing
         assert sched.ensure_cache_available(NS(request_id="r3", mm_features=[feature("zz", 0, 4)],
                                                ec_transfer_params=None), 8)
@@ -136,7 +136,7 @@ def test_ec_two_hosts_each_fetch_once(tmp_path):
             assert wait_until(lambda: sched.has_cache_item("h"))
             req = NS(request_id="r", mm_features=[feature("h")], ec_transfer_params=None)
             assert wait_until(lambda: sched.ensure_cache_available(req, 0))
-            assert sched._index.fetches == 1
+            assert sched.stats["fetched"] == 1
         assert prod.health()["transport"]["requests_served"] == 2
     finally:
         for c in (b, a, prod):

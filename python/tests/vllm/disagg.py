@@ -12,13 +12,19 @@ Configurations:
     epd         E -> P embeddings by RzmqECConnector, P -> D KV by RzmqKVConnector, every
                 instance under `rzmq run` with RDMA (soft provider), on one host
     epd-netns   the same with E and D on host A, P on host B (network namespaces): embeddings
-                go A -> B, KV B -> A
+                go A -> B, KV B -> A; and a fourth instance PD on host A, an EC consumer that
+                decodes itself (E -> PD): the pictures' requests go E -> PD too, so each
+                embedding has two consumers, one per host, and is fetched once by each host
     epd-files   vLLM's ECExampleConnector and ExampleConnector (through files), stock libzmq
     pd          P -> D only (P encodes pictures itself), RzmqKVConnector under `rzmq run` (RDMA)
     pd-mooncake P -> D only with vLLM's MooncakeConnector (Mooncake transfer engine over TCP)
-    kill        epd, then the encoder killed after encoding a new picture, and the prefill
-                instance killed after its prefill of a new prompt: each consumer must fail that
-                request with an error (not hang), then serve the next request; nothing left in
+    kill        epd with PD beside P on the same host (E -> PD: the pictures' requests again,
+                which PD must take from the host cache P filled, with no fetch of its own); then
+                each producer killed mid-transfer (the rzmq_vllm_trace fault): the encoder
+                with the prefill's fetch of a new picture in flight, the prefill instance after
+                delivering layer 0 of 2 of a new prompt to the decode. Each consumer must fail
+                that request with an error (not hang), hold no request and no KV block
+                afterwards (vLLM's /metrics), then serve the next request; nothing left in
                 /dev/shm
 
 The requests: pictures (one repeated, to show an embedding is fetched once) with text, and
@@ -46,7 +52,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "real"))
 from run import NETNS, NETNS_IP, base_env, kill_session, netns_down, netns_up, shm_entries  # noqa: E402
 
-PORTS = {"base": 8200, "E": 8201, "P": 8202, "D": 8203}
+PORTS = {"base": 8200, "E": 8201, "P": 8202, "D": 8203, "PD": 8204}
+WITH_PD = {"kill", "epd-netns"}  # configurations with the E -> PD route (a second EC consumer)
 EC_PORT, KV_PORT = 14600, 14700
 MAX_TOKENS = 8
 
@@ -175,6 +182,9 @@ class Instances:
             out[name] = total / tick
         return out
 
+    def arm_fault(self, name: str, after: int) -> None:
+        arm_fault(self.out, name, after)
+
     def kill(self, name: str) -> None:
         p = self.procs[name][0]
         from run import session_pids
@@ -209,11 +219,17 @@ def wait_ready(hosts: dict[str, str], timeout: float = 400.0, exited=lambda name
             time.sleep(1.0)
 
 
-def ec_config(connector: str, role: str, host: str, out: str, files: bool, producers=None) -> list[str]:
+def host_cache_dir(machine: str) -> str:
+    """The EC host cache of one (emulated) host: instances on one host share it."""
+    return f"/dev/shm/rzmq-ec-test-{os.getpid()}-{machine}"
+
+
+def ec_config(connector: str, role: str, host: str, out: str, files: bool, producers=None,
+              machine: str = "A") -> list[str]:
     if files:
         extra = {"shared_storage_path": os.path.join(out, "ec-files")}
     else:
-        extra = {"rdma": "require", "host_cache_dir": f"/dev/shm/rzmq-ec-test-{os.getpid()}", "fetch_timeout": 10}
+        extra = {"rdma": "require", "host_cache_dir": host_cache_dir(machine), "fetch_timeout": 10}
         if producers:
             extra["producers"] = producers
     cfg = {"ec_connector": connector, "ec_role": role, "ec_ip": host, "ec_port": EC_PORT,
@@ -242,9 +258,11 @@ MOONCAKE_ENGINE = "rzmq-test-prefill"
 def through_epd(inst, req: dict, model: str, kill_after: str | None = None, encoder: bool = True,
                 mooncake: bool = False) -> dict:
     """One request through E (pictures only), P and D, as vLLM's EPD proxy does; timings. With
-    `kill_after` "E" or "P", that instance is killed once it has answered. Without `encoder`, P
-    encodes pictures itself (P/D only). `mooncake`: the router-made kv_transfer_params vLLM's
-    MooncakeConnector needs (a transfer id for both, P's bootstrap address for D)."""
+    `kill_after` "E" or "P", that instance's producer is armed to die mid-transfer once it has
+    answered (E: at P's fetch; P: after layer 0 of D's load), and what is left of it is killed
+    at the end. Without `encoder`, P encodes pictures itself (P/D only). `mooncake`: the
+    router-made kv_transfer_params vLLM's MooncakeConnector needs (a transfer id for both, P's
+    bootstrap address for D)."""
     rec = {"name": req["name"], "t_start": time.time()}
     to_p = {"do_remote_decode": True}
     if mooncake:
@@ -254,9 +272,9 @@ def through_epd(inst, req: dict, model: str, kill_after: str | None = None, enco
            for c in (m["content"] if isinstance(m["content"], list) else [])):
         st, ans, _ = post(PORTS["E"], body(req, model, 1, False), inst.host("E"))
         rec["e_status"], rec["t_e"] = st, time.time()
-        if kill_after == "E":
-            inst.kill("E")
-            rec["killed"] = "E"
+        if kill_after == "E":  # E dies when P's fetch of this picture reaches it
+            inst.arm_fault("E", 0)
+            rec["armed"] = "E"
     st, ans, _ = post(PORTS["P"], body(req, model, 1, False, to_p), inst.host("P"))
     rec["p_status"], rec["t_p"] = st, time.time()
     if st == 200 and (ans.get("choices") or [{}])[0].get("finish_reason") == "error":
@@ -265,18 +283,22 @@ def through_epd(inst, req: dict, model: str, kill_after: str | None = None, enco
     if st != 200:
         rec["answer"] = {"error": ans.get("error") if isinstance(ans, dict) else ans, "stage": "P"}
         rec["t_end"] = time.time()
+        if kill_after:  # whatever is left of the dead producer's instance
+            inst.kill(kill_after)
         return rec
     kvp = ans.get("kv_transfer_params")
     if mooncake:
         kvp = {"do_remote_prefill": True, "remote_engine_id": MOONCAKE_ENGINE, "transfer_id": tid,
                "remote_bootstrap_addr": f"{inst.host('P')}:8998"}
     rec["kv_transfer_params"] = kvp
-    if kill_after == "P":
-        inst.kill("P")
-        rec["killed"] = "P"
+    if kill_after == "P":  # P dies after delivering layer 0 of this request's KV to D
+        inst.arm_fault("P", 1)
+        rec["armed"] = "P"
     st, chunks, first = post(PORTS["D"], body(req, model, MAX_TOKENS, True, kvp), inst.host("D"))
     rec["d_status"], rec["t_first"], rec["t_end"] = st, first, time.time()
     rec["answer"] = answer_of(chunks) if st == 200 else {"error": chunks.get("error"), "stage": "D"}
+    if kill_after:  # whatever is left of the dead producer's instance
+        inst.kill(kill_after)
     return rec
 
 
@@ -286,19 +308,81 @@ def run_epd(inst, reqs: list[dict], model: str, **kw) -> list[dict]:
     return [through_epd(inst, req, model, **kw) for req in reqs]
 
 
+def has_picture(req: dict) -> bool:
+    return any(isinstance(c, dict) and c.get("type") == "image_url" for m in req["messages"]
+               for c in (m["content"] if isinstance(m["content"], list) else []))
+
+
+def run_e_pd(inst, reqs: list[dict], model: str) -> list[dict]:
+    """The pictures' requests through E, then PD (an EC consumer that prefills and decodes):
+    vLLM's E -> PD disaggregation."""
+    out = []
+    for req in filter(has_picture, reqs):
+        rec = {"name": req["name"], "t_start": time.time()}
+        st, _, _ = post(PORTS["E"], body(req, model, 1, False), inst.host("E"))
+        rec["e_status"], rec["t_e"] = st, time.time()
+        st, chunks, first = post(PORTS["PD"], body(req, model, MAX_TOKENS, True), inst.host("PD"))
+        rec["d_status"], rec["t_first"], rec["t_end"] = st, first, time.time()
+        rec["answer"] = answer_of(chunks) if st == 200 else {"error": chunks.get("error"), "stage": "PD"}
+        out.append(rec)
+    return out
+
+
+METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
+
+
+def metrics(host: str, port: int) -> dict[str, float]:
+    """What an instance holds now, from its Prometheus /metrics: requests running and waiting,
+    and the share of its KV cache in use (0.0 when no block is held)."""
+    got: dict[str, float] = {}
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as r:
+            for line in r.read().decode(errors="replace").splitlines():
+                name = line.split("{", 1)[0].split(" ", 1)[0]
+                if name in METRICS:
+                    got[name] = got.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        return {"error": str(e)}
+    return got
+
+
+def arm_fault(out: str, name: str, after: int) -> None:
+    """Makes instance `name`'s producer die when asked for data, after `after` more answers
+    (the rzmq_vllm_trace fault; RZMQ_VLLM_TEST_FAULTS=1)."""
+    with open(os.path.join(out, "trace", name, "die-after"), "w") as f:
+        f.write(str(after))
+
+
+def settled(host: str, port: int, timeout: float = 15.0) -> dict[str, float]:
+    """The instance's /metrics once it holds nothing (or as they are after `timeout`)."""
+    end = time.time() + timeout
+    while True:
+        m = metrics(host, port)
+        if (not m.get("error") and all(m.get(k) == 0.0 for k in METRICS)) or time.time() > end:
+            return m
+        time.sleep(0.5)
+
+
 def run_kill(inst, model: str, prompt_words: int, side: int) -> list[dict]:
-    """After the normal requests: the encoder killed once it encoded a new picture (the prefill
-    instance must fail that request), the prefill instance killed once it prefilled a new
-    prompt (the decode instance must fail it), then a plain request to the decode instance."""
+    """After the normal requests, each producer killed mid-transfer: the encoder dies when the
+    prefill instance's fetch of a new picture reaches it (the prefill instance must fail that
+    request), then the prefill instance dies after delivering layer 0 of a new prompt's KV to
+    the decode instance (which must fail it). After each failure a plain request is served and
+    the consumer's /metrics show no request and no KV block held."""
     pic = {"name": "kill-E", "messages": [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": image_url(99, side)}}, {"type": "text", "text": "And this one?"}]}]}
     text = {"name": "kill-P", "messages": [{"role": "user", "content": " ".join(["omega"] * prompt_words)}]}
-    out = [through_epd(inst, pic, model, kill_after="E"), through_epd(inst, text, model, kill_after="P")]
     plain = {"name": "after", "messages": [{"role": "user", "content": "still there?"}]}
-    t0 = time.time()
-    st, ans, _ = post(PORTS["D"], body(plain, model, MAX_TOKENS, False), inst.host("D"))
-    out.append({"name": "after", "t_start": t0, "t_end": time.time(), "d_status": st,
-                "answer": {"error": None if st == 200 else ans}})
+
+    def plain_to(name: str) -> dict:
+        t0 = time.time()
+        st, ans, _ = post(PORTS[name], body(plain, model, MAX_TOKENS, False), inst.host(name))
+        return {"name": f"after-{name}", "t_start": t0, "t_end": time.time(), "d_status": st,
+                "answer": {"error": None if st == 200 else ans},
+                "metrics": settled(inst.host(name), PORTS[name])}
+
+    out = [through_epd(inst, pic, model, kill_after="E"), plain_to("P"),
+           through_epd(inst, text, model, kill_after="P"), plain_to("D")]
     return out
 
 
@@ -325,12 +409,18 @@ class Remote:
     def kill(self, name: str) -> None:
         raise RuntimeError("kill is not run across namespaces")
 
+    def arm_fault(self, name: str, after: int) -> None:
+        raise RuntimeError("faults are not run across namespaces")
+
 
 def client_main(args) -> int:
     """`--client`: the proxy's part alone, run inside a network namespace; results to --out."""
     hosts = dict(kv.split("=", 1) for kv in args.client.split(","))
     wait_ready(hosts)
-    results = run_epd(Remote(hosts), requests_for(args.prompt_words, args.image_side), args.model)
+    reqs = requests_for(args.prompt_words, args.image_side)
+    results = {"results": run_epd(Remote(hosts), reqs, args.model)}
+    if "PD" in hosts:
+        results["results_e_pd"] = run_e_pd(Remote(hosts), reqs, args.model)
     with open(os.path.join(args.out, "client.json"), "w") as f:
         json.dump(results, f)
     return 0
@@ -362,7 +452,7 @@ def main() -> int:
         out = os.path.join(args.out, name)
         subprocess.run(["rm", "-rf", out])
         os.makedirs(out)
-        env = {**base_env(), "VLLM_PLUGINS": "rzmq,rzmq_vllm_trace"}
+        env = {**base_env(), "VLLM_PLUGINS": "rzmq,rzmq_vllm_trace", "RZMQ_VLLM_TEST_FAULTS": "1" if name == "kill" else "0"}
         env_rzmq = {**env, "RZMQ_RDMA_PROVIDER": "soft", "RZMQ_RDMA_LOG": "1"}
         shm_before = shm_entries()
         inst = Instances(args, out)
@@ -392,18 +482,25 @@ def main() -> int:
                 files = name == "epd-files"
                 ec, kv = ("ECExampleConnector", "ExampleConnector") if files else ("RzmqECConnector", "RzmqKVConnector")
                 e = env if files else env_rzmq
-                hosts = {"E": "127.0.0.1", "P": "127.0.0.1", "D": "127.0.0.1"}
-                ns = {"E": None, "P": None, "D": None}
+                hosts = {"E": "127.0.0.1", "P": "127.0.0.1", "D": "127.0.0.1", "PD": "127.0.0.1"}
+                ns = {"E": None, "P": None, "D": None, "PD": None}
+                machine = {"P": "A", "PD": "A"}
                 if name == "epd-netns":
                     netns_up()
-                    hosts = {"E": NETNS_IP[0], "P": NETNS_IP[1], "D": NETNS_IP[0]}
-                    ns = {"E": NETNS[0], "P": NETNS[1], "D": NETNS[0]}
+                    hosts = {"E": NETNS_IP[0], "P": NETNS_IP[1], "D": NETNS_IP[0], "PD": NETNS_IP[0]}
+                    ns = {"E": NETNS[0], "P": NETNS[1], "D": NETNS[0], "PD": NETNS[0]}
+                    machine = {"P": "B", "PD": "A"}
                 producers = [f"{hosts['E']}:{EC_PORT}"]
                 inst.start("E", ec_config(ec, "ec_producer", hosts["E"], out, files), e, ns["E"], not files, hosts["E"])
-                inst.start("P", [*ec_config(ec, "ec_consumer", hosts["P"], out, files, producers),
+                inst.start("P", [*ec_config(ec, "ec_consumer", hosts["P"], out, files, producers, machine["P"]),
                                  *kv_config(kv, "kv_producer", hosts["P"], out, files), "--no-enable-prefix-caching"],
                            e, ns["P"], not files, hosts["P"])
                 inst.start("D", kv_config(kv, "kv_consumer", hosts["D"], out, files), e, ns["D"], not files, hosts["D"])
+                if name in WITH_PD:
+                    inst.start("PD", ec_config(ec, "ec_consumer", hosts["PD"], out, files, producers, machine["PD"]),
+                               e, ns["PD"], not files, hosts["PD"])
+                else:
+                    hosts.pop("PD")
                 if name == "epd-netns":  # the proxy runs on host A, as E and D do
                     cpu0 = None
                     client = ["ip", "netns", "exec", NETNS[0], sys.executable, os.path.abspath(__file__), "--venv",
@@ -412,11 +509,16 @@ def main() -> int:
                               ",".join(f"{k}={v}" for k, v in hosts.items())]
                     subprocess.run(client, env=env, check=True, timeout=1200)
                     with open(os.path.join(out, "client.json")) as f:
-                        results = json.load(f)
+                        got = json.load(f)
+                    results = got["results"]
+                    if "results_e_pd" in got:
+                        rec["results_e_pd"] = got["results_e_pd"]
                 else:
                     inst.wait_ready()
                     cpu0 = inst.cpu_seconds()
                     results = run_epd(inst, reqs, args.model)
+                    if name in WITH_PD:
+                        rec["results_e_pd"] = run_e_pd(inst, reqs, args.model)
                     if name == "kill":
                         rec["cpu"] = {k: round(v - cpu0.get(k, 0.0), 2) for k, v in inst.cpu_seconds().items()}
                         cpu0 = None
@@ -437,7 +539,8 @@ def main() -> int:
             inst.stop()
             if name == "epd-netns":
                 netns_down()
-        subprocess.run(["rm", "-rf", f"/dev/shm/rzmq-ec-test-{os.getpid()}"])
+        for machine in ("A", "B"):
+            subprocess.run(["rm", "-rf", host_cache_dir(machine)])
         rec["shm_left"] = sorted(x for x in shm_entries() - shm_before if not x.startswith(("psm_", "sem.loky")))
         rec["seconds"] = round(time.time() - t0, 1)
         with open(os.path.join(out, "result.json"), "w") as f:

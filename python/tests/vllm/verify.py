@@ -8,10 +8,15 @@ For every configuration after `base`:
   no encoder input itself, and every picture's embedding came through the EC connector; the
   decode instance (KV consumer) computed only the last prompt token of each request, every
   other one came through the KV connector, and ran no encoder input.
+Where a PD instance ran (E -> PD: an EC consumer that decodes itself), its answers to the
+pictures' requests must equal base's, it must run no encoder input, and each embedding must be
+fetched once per host: PD beside P (one host cache) fetches nothing, PD on another host fetches
+each once.
 rzmq's configurations must meet all of that; vLLM's own connectors (epd-files) are reported.
-`kill` must end each request whose producer was killed with an error, serve the requests after
-it, and leave nothing in /dev/shm. Prints the figures table (TTFT, transfer latency, bytes,
-copies, CPU time) and writes OUT/figures.json.
+`kill` must end each request whose producer died mid-transfer (the trace's fault record) with
+an error, then serve the next request, the consumer holding no request and no KV block
+(/metrics), and leave nothing in /dev/shm. Prints the figures table (TTFT, transfer latency,
+bytes, copies, CPU time) and writes OUT/figures.json.
 """
 
 from __future__ import annotations
@@ -83,6 +88,40 @@ def proof(rec: dict) -> dict:
         "D_prompt_tokens": [n["prompt"] for n in d_new],
         "kv_layers_loaded": sum(1 for r in kv.get("D", []) if r["call"] == "wait_for_layer_load"),
     }
+
+
+def fetched(recs: list[dict], until: float) -> int | None:
+    """How many embeddings an EC consumer's scheduler fetched into its host cache (its stats)."""
+    got = [r["stats"].get("fetched", 0) for r in recs if r["op"] == "ec" and r.get("stats")
+           and r["call"] == "ensure_cache_available" and r["t0"] <= until]
+    return max(got) if got else None
+
+
+def check_e_pd(rec: dict, base: dict, name: str) -> tuple[dict, list[str]]:
+    """The E -> PD route: answers as base, no encoder input at PD, one fetch per host."""
+    until = rec.get("phase_end") or float("inf")
+    traces = {k: [r for r in v if r.get("t", r.get("t0", 0)) <= until] for k, v in rec["traces"].items()}
+    by_name = {r["name"]: r for r in base["results"]}
+    res = rec.get("results_e_pd", [])
+    dtype = rec.get("dtype", "float32")
+    same = [same_answer(r["answer"], by_name[r["name"]]["answer"], dtype) for r in res]
+    pd_encoder = sum(len(v) for s in traces.get("PD", []) if s["op"] == "step" for v in s["encoder"].values())
+    loaded = [i for r in traces.get("PD", []) if r["op"] == "ec" and r["call"] == "start_load_caches" for i in r["items"]]
+    other_host = name == "epd-netns"  # PD on host A, P on host B
+    p = {"requests": len(res), "identical": sum(same), "PD_encoder_inputs_computed": pd_encoder,
+         "PD_loaded": len(loaded), "PD_distinct_loaded": len(set(loaded)),
+         "fetched_by_P": fetched(traces.get("P", []), until), "fetched_by_PD": fetched(traces.get("PD", []), until),
+         "PD_host": "another host than P's" if other_host else "P's host"}
+    bad = []
+    if len(res) != 4 or not all(same):
+        bad.append(f"E -> PD: {sum(same)} of {len(res)} answers as base (4 expected)")
+    if pd_encoder or p["PD_distinct_loaded"] != 3:
+        bad.append(f"E -> PD: PD ran {pd_encoder} encoder inputs and loaded {p['PD_distinct_loaded']} distinct "
+                   "embeddings (0 and 3 expected)")
+    want_pd = 3 if other_host else 0
+    if p["fetched_by_P"] != 3 or p["fetched_by_PD"] != want_pd:
+        bad.append(f"fetches per host: P {p['fetched_by_P']}, PD {p['fetched_by_PD']} (3 and {want_pd} expected)")
+    return p, bad
 
 
 def check_rzmq(p: dict, ec: bool = True) -> list[str]:
@@ -222,7 +261,12 @@ def main(argv: list[str]) -> int:
             by = {r["name"]: r for r in rec["kill"]}
             failed_e = bool(by["kill-E"]["answer"].get("error")) and by["kill-E"].get("p_status") != 200
             failed_p = bool(by["kill-P"]["answer"].get("error")) and by["kill-P"].get("p_status") == 200
-            served = by["after"].get("d_status") == 200
+            served = all(by[f"after-{c}"].get("d_status") == 200 for c in ("P", "D"))
+            held = {c: by[f"after-{c}"].get("metrics") for c in ("P", "D")}
+            clean = all(m and not m.get("error") and len(m) == 3 and not any(m.values()) for m in held.values())
+            faults = {c: [r for r in rec["traces"].get(c, []) if r["op"] == "fault"] for c in ("E", "P")}
+            mid = (len(faults["E"]) == 1 and faults["E"][0]["served_after_arming"] == 0
+                   and len(faults["P"]) == 1 and faults["P"][0]["served_after_arming"] == 1)
             slow = [r["name"] for r in rec["kill"] if r["t_end"] - r["t_start"] > 90]
             shm = rec["shm_left"]
             said = {}
@@ -233,8 +277,12 @@ def main(argv: list[str]) -> int:
                 except OSError:
                     said[inst] = None
                 print(f"[vllm] kill: {inst} logged: {said[inst]}")
-            good = bool(failed_e and failed_p and served and not slow and not shm and all(said.values()))
+            good = bool(failed_e and failed_p and served and clean and mid and not slow and not shm
+                        and all(said.values()))
             ok &= good
+            print(f"[vllm] kill: producers died mid-transfer (E at P's fetch, P after layer 0 of 2 to D): {mid} "
+                  f"{ {c: [(f['kind'], f['served_after_arming']) for f in v] for c, v in faults.items()} }; "
+                  f"held afterwards (/metrics: running, waiting, KV cache in use): {held} -> clean: {clean}")
             print(f"[vllm] kill: encoder killed -> prefill failed the request with an error: {failed_e} "
                   f"({str(by['kill-E']['answer'].get('error'))[:160]!r}, after "
                   f"{by['kill-E']['t_end'] - by['kill-E']['t_start']:.1f} s); prefill killed -> decode failed it: "
@@ -259,6 +307,10 @@ def main(argv: list[str]) -> int:
                   default=None) if base else None
         report[name] = {"identical": all(same) and len(same) == len(rec["results"]), "proof": p, "figures": f,
                         "proof_failures": bad, "max_logprob_gap": gap}
+        if "results_e_pd" in rec and base:
+            report[name]["e_pd"], bad_pd = check_e_pd(rec, base, name)
+            bad += bad_pd
+            print(f"[vllm] {name}: E -> PD: {json.dumps(report[name]['e_pd'])}")
         print(f"[vllm] {name}: outputs identical to base: {sum(same)}/{len(same)} (token ids equal, largest "
               f"logprob difference {gap}); proof: {json.dumps(p)}")
         if bad:

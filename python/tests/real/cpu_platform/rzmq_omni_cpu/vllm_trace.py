@@ -10,15 +10,23 @@ to `$RZMQ_VLLM_TRACE_DIR/vllm-<pid>.jsonl`:
 - `ec`/`kv`: each timed connector call (EC: ensure_cache_available, save_caches,
   start_load_caches with the bytes it put into vLLM's encoder cache; KV: start_load_kv,
   wait_for_layer_load, save_kv_layer, wait_for_save, register_kv_caches with the KV bytes per
-  token), with the connector's own `stats` where it keeps them.
+  token), with the connector's own `stats` where it keeps them;
+- `fault`: the moment an armed fault killed this process (below).
 
 The same wrappers measure rzmq's connectors and vLLM's own, so the figures compare like with like.
+
+Faults (with RZMQ_VLLM_TEST_FAULTS=1): a producer of rzmq's connectors (the encoder's EC worker,
+the prefill's KV worker) dies mid-transfer on demand. Once the harness writes N into
+`$RZMQ_VLLM_TRACE_DIR/die-after`, the producer answers N more data requests and then, when the
+next one arrives, kills its own process (SIGKILL: no reply, no cleanup), with that consumer's
+request in flight. For the KV connector, N = 1 means: layer 0 delivered, dead at layer 1.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import time
 
@@ -61,6 +69,38 @@ def _timed(conn, kind: str, name: str, extra=None):
     setattr(conn, name, wrapper)
 
 
+def _arm_fault(conn) -> None:
+    """Wraps a producer's request handler so that it dies mid-transfer once armed (see above)."""
+    peer = getattr(conn, "_peer", None)
+    if os.environ.get("RZMQ_VLLM_TEST_FAULTS") != "1" or peer is None or not hasattr(peer, "_answer"):
+        return
+    from rzmq.omni import wire
+
+    answer, served = peer._answer, [0]
+    armed = os.path.join(os.environ["RZMQ_VLLM_TRACE_DIR"], "die-after")
+
+    def answer_or_die(router, frames):
+        try:
+            with open(armed) as f:
+                limit = int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return answer(router, frames)
+        try:
+            op = wire.parse_request(frames[1:]).op
+        except wire.ProtocolError:
+            return answer(router, frames)
+        if op in (wire.OP_PING, wire.OP_DONE, wire.OP_QUERY):
+            return answer(router, frames)
+        if served[0] >= limit:
+            _emit({"op": "fault", "pid": os.getpid(), "t": time.time(), "served_after_arming": served[0],
+                   "kind": type(conn).__name__})
+            os.kill(os.getpid(), signal.SIGKILL)
+        served[0] += 1
+        return answer(router, frames)
+
+    peer._answer = answer_or_die
+
+
 def _ec_wrap(conn) -> None:
     def load_before(encoder_cache, **kw):
         return set(encoder_cache)
@@ -70,7 +110,8 @@ def _ec_wrap(conn) -> None:
         return {"items": new, "bytes": sum(encoder_cache[k].numel() * encoder_cache[k].element_size() for k in new)}
 
     def ensure_after(before, res, request, num_computed_tokens):
-        return {"req": request.request_id, "ready": bool(res), "mm": [f.identifier for f in request.mm_features]}
+        return {"req": request.request_id, "ready": bool(res), "mm": [f.identifier for f in request.mm_features],
+                "stats": _stats(conn)}
 
     def save_after(before, res, encoder_cache, mm_hash, **kw):
         t = encoder_cache.get(mm_hash)
@@ -79,6 +120,7 @@ def _ec_wrap(conn) -> None:
     _timed(conn, "ec", "start_load_caches", (load_before, load_after))
     _timed(conn, "ec", "ensure_cache_available", (lambda *a, **k: None, ensure_after))
     _timed(conn, "ec", "save_caches", (lambda *a, **k: None, save_after))
+    _arm_fault(conn)
 
 
 def _kv_wrap(conn) -> None:
@@ -96,6 +138,7 @@ def _kv_wrap(conn) -> None:
         _timed(conn, "kv", name)
     _timed(conn, "kv", "wait_for_layer_load", (lambda *a, **k: None, layer_after))
     _timed(conn, "kv", "save_kv_layer", (lambda *a, **k: None, layer_after))
+    _arm_fault(conn)
 
 
 def _wrap_schedule() -> None:
