@@ -75,19 +75,8 @@ pub unsafe extern "C" fn zmq_ctx_get_ext(
     call(|| {
         // SAFETY: caller's contract.
         let c = unsafe { ctx_ref(ctx) }?;
-        if optvallen.is_null() {
-            return Err(Error::Fault);
-        }
-        // SAFETY: valid (caller's contract).
-        let cap = unsafe { *optvallen };
-        let buf: &mut [u8] = if cap == 0 {
-            &mut []
-        } else if optval.is_null() {
-            return Err(Error::Fault);
-        } else {
-            // SAFETY: writable for cap bytes (caller's contract).
-            unsafe { std::slice::from_raw_parts_mut(optval.cast::<u8>(), cap) }
-        };
+        // SAFETY: caller's contract.
+        let buf = unsafe { crate::sockopt::out_buf(optval, optvallen) }?;
         c.get_ext(option, buf)?;
         Ok(0)
     })

@@ -94,6 +94,28 @@ pub unsafe extern "C" fn zmq_setsockopt(
     })
 }
 
+/// The caller's output buffer of a get-option call: `*optvallen` bytes at `optval` (EFAULT when
+/// `optvallen` is NULL, or `optval` is NULL with room asked for).
+///
+/// # Safety
+/// `optvallen` is NULL or valid; `optval` is NULL or writable for `*optvallen` bytes, and both
+/// outlive the returned slice.
+pub(crate) unsafe fn out_buf<'a>(optval: *mut c_void, optvallen: *mut usize) -> Result<&'a mut [u8], Error> {
+    if optvallen.is_null() {
+        return Err(Error::Fault);
+    }
+    // SAFETY: optvallen is valid (checked non-null; caller's contract).
+    let cap = unsafe { *optvallen };
+    if cap == 0 {
+        return Ok(&mut []);
+    }
+    if optval.is_null() {
+        return Err(Error::Fault);
+    }
+    // SAFETY: optval is writable for cap bytes (caller's contract).
+    Ok(unsafe { std::slice::from_raw_parts_mut(optval.cast::<u8>(), cap) })
+}
+
 /// Reads a socket option into the `*optvallen` bytes at `optval` and sets `*optvallen` to the
 /// length written.
 ///
@@ -110,19 +132,8 @@ pub unsafe extern "C" fn zmq_getsockopt(
     call(|| {
         // SAFETY: caller's contract.
         let mut sock = unsafe { sock_mut(s) }?;
-        if optvallen.is_null() {
-            return Err(Error::Fault);
-        }
-        // SAFETY: optvallen is valid (checked non-null; caller's contract).
-        let cap = unsafe { *optvallen };
-        let buf: &mut [u8] = if cap == 0 {
-            &mut []
-        } else if optval.is_null() {
-            return Err(Error::Fault);
-        } else {
-            // SAFETY: optval is writable for cap bytes (caller's contract).
-            unsafe { std::slice::from_raw_parts_mut(optval.cast::<u8>(), cap) }
-        };
+        // SAFETY: caller's contract.
+        let buf = unsafe { out_buf(optval, optvallen) }?;
         if !cfg!(feature = "draft") && DRAFT_ONLY_GET.contains(&option) {
             return Err(Error::Inval);
         }

@@ -7,45 +7,14 @@
 
 mod common;
 
-use std::sync::Once;
-
 use common::*;
 use rzmq_core::monitor;
-use rzmq_core::options as opt;
 use rzmq_core::{Context, Socket, SocketType};
+use rzmq_tests::{next_transport, setup_soft_rdma as setup};
 
-static SETUP: Once = Once::new();
-
-fn setup() {
-    SETUP.call_once(|| {
-        std::env::set_var("RZMQ_RDMA", "auto");
-        std::env::set_var("RZMQ_RDMA_PROVIDER", "soft");
-        std::env::set_var("RZMQ_RDMA_EVENTS", "1");
-        std::env::set_var("RZMQ_RDMA_RNDV_THRESHOLD", "65536");
-        rzmq_tests::install_rdma_with_soft_faults();
-    });
-}
-
-/// Monitors `s` for transport events on a fresh inproc endpoint; returns the reading end.
+/// Monitors `s` for transport events; returns the reading end.
 fn watch(ctx: &Context, s: &mut Socket, tag: &str) -> Socket {
-    let ep = rzmq_tests::inproc_endpoint(tag);
-    s.monitor(Some(&ep), monitor::EVENT_TRANSPORT).unwrap();
-    let mut m = ctx.socket(SocketType::Pair).unwrap();
-    m.set_option_i32(opt::RCVTIMEO, rzmq_tests::TIMEOUT_MS)
-        .unwrap();
-    m.connect(&ep).unwrap();
-    m
-}
-
-/// The transport the next transport event reports.
-fn next_transport(m: &mut Socket) -> u32 {
-    loop {
-        let parts = m.recv_multipart(0).expect("monitor event");
-        let d = parts[0].data();
-        if u16::from_ne_bytes([d[0], d[1]]) == monitor::EVENT_TRANSPORT {
-            return u32::from_ne_bytes([d[2], d[3], d[4], d[5]]);
-        }
-    }
+    rzmq_tests::watch_transport(ctx, s, tag, 0)
 }
 
 async fn dealers_exchange_over_rdma() {

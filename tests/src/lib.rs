@@ -117,3 +117,57 @@ pub fn install_rdma_with_soft_faults() {
         "an upgrader was installed already"
     );
 }
+
+static SOFT_RDMA: std::sync::Once = std::sync::Once::new();
+
+/// Once per test binary, before its first socket: RDMA upgrades on the soft provider
+/// (`RZMQ_RDMA=auto RZMQ_RDMA_PROVIDER=soft`), transport events on, frames above 64 KiB by
+/// rendezvous, and soft devices that accept fault injection ([`install_rdma_with_soft_faults`]).
+/// The upgrader reads the environment once, so the variables are set here, not by the tests.
+pub fn setup_soft_rdma() {
+    SOFT_RDMA.call_once(|| {
+        std::env::set_var("RZMQ_RDMA", "auto");
+        std::env::set_var("RZMQ_RDMA_PROVIDER", "soft");
+        std::env::set_var("RZMQ_RDMA_EVENTS", "1");
+        std::env::set_var("RZMQ_RDMA_RNDV_THRESHOLD", "65536");
+        install_rdma_with_soft_faults();
+    });
+}
+
+/// Monitors `s` for transport events and `more_events` on a fresh inproc endpoint; returns
+/// the reading end (a PAIR with the tests' receive timeout).
+pub fn watch_transport(
+    ctx: &rzmq_core::Context,
+    s: &mut rzmq_core::Socket,
+    tag: &str,
+    more_events: u16,
+) -> rzmq_core::Socket {
+    let ep = inproc_endpoint(tag);
+    s.monitor(Some(&ep), rzmq_core::monitor::EVENT_TRANSPORT | more_events)
+        .unwrap();
+    let mut m = ctx.socket(rzmq_core::SocketType::Pair).unwrap();
+    m.set_option_i32(rzmq_core::options::RCVTIMEO, TIMEOUT_MS)
+        .unwrap();
+    m.connect(&ep).unwrap();
+    m
+}
+
+/// The next event of a monitor: its id and value.
+pub fn next_monitor_event(m: &mut rzmq_core::Socket) -> (u16, u32) {
+    let parts = m.recv_multipart(0).expect("monitor event");
+    let d = parts[0].data();
+    (
+        u16::from_ne_bytes([d[0], d[1]]),
+        u32::from_ne_bytes([d[2], d[3], d[4], d[5]]),
+    )
+}
+
+/// The transport the next transport event of a monitor reports (other events are skipped).
+pub fn next_transport(m: &mut rzmq_core::Socket) -> u32 {
+    loop {
+        let (ev, v) = next_monitor_event(m);
+        if ev == rzmq_core::monitor::EVENT_TRANSPORT {
+            return v;
+        }
+    }
+}

@@ -9,63 +9,25 @@
 //! opened for fault tests (`RdmaOptions::soft_faults`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Once};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rzmq_core::monitor;
 use rzmq_core::options as opt;
 use rzmq_core::{Context, Msg, Socket, SocketType};
-use rzmq_tests::{payload, TIMEOUT_MS};
-
-static SETUP: Once = Once::new();
+use rzmq_tests::{next_monitor_event as next_event, next_transport, payload, TIMEOUT_MS};
 
 fn setup() {
-    SETUP.call_once(|| {
-        std::env::set_var("RZMQ_RDMA", "auto");
-        std::env::set_var("RZMQ_RDMA_PROVIDER", "soft");
-        std::env::set_var("RZMQ_RDMA_EVENTS", "1");
-        // Frames above 64 KiB go by rendezvous here (default threshold applies elsewhere).
-        std::env::set_var("RZMQ_RDMA_RNDV_THRESHOLD", "65536");
-        // Fault injection on for the upgrader's soft devices (`cut_wires_at` below).
-        rzmq_tests::install_rdma_with_soft_faults();
-    });
+    rzmq_tests::setup_soft_rdma();
 }
 
 fn sock(ctx: &Context, ty: SocketType) -> Socket {
     rzmq_tests::timed_socket(ctx, ty, 2000)
 }
 
-/// Monitor `s` for transport events on a fresh inproc endpoint; returns the reading end.
+/// Monitor `s` for transport and disconnection events; returns the reading end.
 fn watch(ctx: &Context, s: &mut Socket, tag: &str) -> Socket {
-    let ep = rzmq_tests::inproc_endpoint(tag);
-    s.monitor(
-        Some(&ep),
-        monitor::EVENT_TRANSPORT | monitor::EVENT_DISCONNECTED,
-    )
-    .unwrap();
-    let mut m = ctx.socket(SocketType::Pair).unwrap();
-    m.set_option_i32(opt::RCVTIMEO, TIMEOUT_MS).unwrap();
-    m.connect(&ep).unwrap();
-    m
-}
-
-/// The next monitor event (id, value).
-fn next_event(m: &mut Socket) -> (u16, u32) {
-    let parts = m.recv_multipart(0).expect("monitor event");
-    let d = parts[0].data();
-    (
-        u16::from_ne_bytes([d[0], d[1]]),
-        u32::from_ne_bytes([d[2], d[3], d[4], d[5]]),
-    )
-}
-
-fn next_transport(m: &mut Socket) -> u32 {
-    loop {
-        let (ev, v) = next_event(m);
-        if ev == monitor::EVENT_TRANSPORT {
-            return v;
-        }
-    }
+    rzmq_tests::watch_transport(ctx, s, tag, monitor::EVENT_DISCONNECTED)
 }
 
 fn external(data: Vec<u8>, released: &Arc<AtomicUsize>) -> Msg {
