@@ -11,4 +11,9 @@ cargo package --workspace --exclude rzmq-tests --exclude rzmq-benches "$@"
 # at the root and reaches rzmq-capi's package through the rzmq-capi/include link.
 cargo package --list -p rzmq-capi "$@" | grep -qx include/zmq.h ||
     { echo "package: rzmq-capi's package lacks include/zmq.h" >&2; exit 1; }
+# The MPL-2.0 text travels with each crate (LICENSE at the root, linked from each crate).
+for crate in rzmq-core rzmq-rdma rzmq-ibverbs-soft rzmq-capi rzmq-tokio; do
+    cargo package --list -p "$crate" "$@" | grep -qx LICENSE ||
+        { echo "package: $crate's package lacks LICENSE" >&2; exit 1; }
+done
 echo "package: every published crate packaged and verified (target/package/*.crate)"
