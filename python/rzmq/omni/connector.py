@@ -585,6 +585,15 @@ class RzmqConnector(OmniConnectorBase):
                 self._sockets.append(sock)
         return sock
 
+    def connect_to(self, source_host: str, source_port: int) -> None:
+        """Opens the calling thread's connection to a producer now, so that its first get() does not
+        wait for the TCP connection and its RDMA upgrade (both go on in the background, with
+        reconnection until the producer listens). Connections are per thread: call it on the
+        thread that will get."""
+        endpoint = self._source({"source_host": source_host, "source_port": source_port})
+        if endpoint is not None and not self._closed:
+            self._dealer(endpoint)
+
     def _drop_dealer(self, endpoint: str) -> None:
         sock = getattr(self._local, "socks", {}).pop(endpoint, None)
         if sock is not None:

@@ -18,6 +18,8 @@ Configurations:
     epd-files   vLLM's ECExampleConnector and ExampleConnector (through files), stock libzmq
     pd          P -> D only (P encodes pictures itself), RzmqKVConnector under `rzmq run` (RDMA)
     pd-mooncake P -> D only with vLLM's MooncakeConnector (Mooncake transfer engine over TCP)
+    pd-nixl     P -> D only with vLLM's NixlConnector on its CPU path (kv_buffer_device cpu,
+                NIXL's UCX backend over TCP/shared memory), stock libzmq; needs --nixl-path
     kill        epd with PD beside P on the same host (E -> PD: the pictures' requests again,
                 which PD must take from the host cache P filled, with no fetch of its own); then
                 each producer killed mid-transfer (the rzmq_vllm_trace fault): the encoder
@@ -256,18 +258,22 @@ MOONCAKE_ENGINE = "rzmq-test-prefill"
 
 
 def through_epd(inst, req: dict, model: str, kill_after: str | None = None, encoder: bool = True,
-                mooncake: bool = False) -> dict:
+                mooncake: bool = False, nixl: bool = False) -> dict:
     """One request through E (pictures only), P and D, as vLLM's EPD proxy does; timings. With
     `kill_after` "E" or "P", that instance's producer is armed to die mid-transfer once it has
     answered (E: at P's fetch; P: after layer 0 of D's load), and what is left of it is killed
     at the end. Without `encoder`, P encodes pictures itself (P/D only). `mooncake`: the
     router-made kv_transfer_params vLLM's MooncakeConnector needs (a transfer id for both, P's
-    bootstrap address for D)."""
+    bootstrap address for D). `nixl`: the prefill's kv_transfer_params as vLLM's P/D proxy sends
+    them to a NixlConnector."""
     rec = {"name": req["name"], "t_start": time.time()}
     to_p = {"do_remote_decode": True}
     if mooncake:
         tid = f"t-{time.time_ns()}"
         to_p["transfer_id"] = tid
+    if nixl:
+        to_p.update({"do_remote_prefill": False, "remote_engine_id": None, "remote_block_ids": None,
+                     "remote_host": None, "remote_port": None})
     if encoder and any(isinstance(c, dict) and c.get("type") == "image_url" for m in req["messages"]
            for c in (m["content"] if isinstance(m["content"], list) else [])):
         st, ans, _ = post(PORTS["E"], body(req, model, 1, False), inst.host("E"))
@@ -439,6 +445,7 @@ def main() -> int:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--max-pixels", type=int, default=0,
                     help="cap on a picture's pixels (the encoder's memory profile); 0: the model's")
+    ap.add_argument("--nixl-path", help="a directory holding the nixl packages (pd-nixl)")
     ap.add_argument("--client", help="E=host,P=host,D=host: run only the proxy's part (inside a namespace)")
     args = ap.parse_args()
     if args.client:
@@ -464,20 +471,31 @@ def main() -> int:
                 inst.wait_ready()
                 cpu0 = inst.cpu_seconds()
                 results = run_base(reqs, args.model)
-            elif name in ("pd", "pd-mooncake"):
+            elif name in ("pd", "pd-mooncake", "pd-nixl"):
+                envs = [env, env]
                 if name == "pd":
                     flags = [kv_config("RzmqKVConnector", r, "127.0.0.1", out, False) for r in ("kv_producer", "kv_consumer")]
+                elif name == "pd-nixl":  # vLLM's NixlConnector, CPU KV buffer, UCX
+                    if not args.nixl_path:
+                        raise RuntimeError("pd-nixl needs --nixl-path (the nixl packages, installed by run.sh)")
+                    flags = [["--kv-transfer-config", json.dumps({"kv_connector": "NixlConnector", "kv_role": r,
+                                                                  "kv_buffer_device": "cpu"})]
+                             for r in ("kv_producer", "kv_consumer")]
+                    envs = [{**env, "PYTHONPATH": args.nixl_path, "VLLM_NIXL_SIDE_CHANNEL_PORT": str(port),
+                             "UCX_TLS": "tcp,self,sm"} for port in (5600, 5601)]
                 else:  # vLLM's MooncakeConnector over Mooncake's transfer engine (TCP: no RDMA here)
                     flags = [["--kv-transfer-config", json.dumps({
                         "kv_connector": "MooncakeConnector", "kv_role": r, "engine_id": MOONCAKE_ENGINE if r == "kv_producer"
                         else "rzmq-test-decode", "kv_connector_extra_config": {"mooncake_protocol": "tcp"}})]
                         for r in ("kv_producer", "kv_consumer")]
-                e = env_rzmq if name == "pd" else env
-                inst.start("P", [*flags[0], "--no-enable-prefix-caching"], e, None, name == "pd")
-                inst.start("D", flags[1], e, None, name == "pd")
+                if name == "pd":
+                    envs = [env_rzmq, env_rzmq]
+                inst.start("P", [*flags[0], "--no-enable-prefix-caching"], envs[0], None, name == "pd")
+                inst.start("D", flags[1], envs[1], None, name == "pd")
                 inst.wait_ready()
                 cpu0 = inst.cpu_seconds()
-                results = run_epd(inst, reqs, args.model, encoder=False, mooncake=name == "pd-mooncake")
+                results = run_epd(inst, reqs, args.model, encoder=False, mooncake=name == "pd-mooncake",
+                                  nixl=name == "pd-nixl")
             else:
                 files = name == "epd-files"
                 ec, kv = ("ECExampleConnector", "ExampleConnector") if files else ("RzmqECConnector", "RzmqKVConnector")

@@ -44,5 +44,18 @@ case "$SIZE" in
 esac
 mkdir -p "$MODELS"
 "$VENV/bin/python" "$ROOT/python/tests/real/make_tiny_model.py" "$MODEL" --thinker-hidden "$HIDDEN" >&2
+# pd-nixl: vLLM's NixlConnector needs the nixl packages. nixl's wheel picks its CUDA flavour
+# from the torch it finds (this torch is a CUDA 13 build, so nixl-cu13, whose UCX backend also
+# runs without a GPU); they go into a directory of their own, on PYTHONPATH of that run only.
+NIXL=()
+if [[ ",$CONFIGS," == *,pd-nixl,* ]]; then
+    NIXL_DIR=$(dirname "$VENV")/nixl-1.5.1
+    if [ ! -f "$NIXL_DIR/.complete" ]; then
+        rm -rf "$NIXL_DIR"
+        "$VENV/bin/pip" install -q --no-deps --target "$NIXL_DIR" nixl==1.5.2 nixl-cu13==1.5.1 >&2
+        touch "$NIXL_DIR/.complete"
+    fi
+    NIXL=(--nixl-path "$NIXL_DIR")
+fi
 exec "$VENV/bin/python" "$HERE/disagg.py" --venv "$VENV" --model "$MODEL" --out "$OUT/$SIZE" --configs "$CONFIGS" \
-    "${SIZING[@]}"
+    "${SIZING[@]}" "${NIXL[@]}"

@@ -28,7 +28,7 @@ import re
 import sys
 
 RZMQ = {"epd", "epd-netns", "kill", "pd"}
-KV_ONLY = {"pd", "pd-mooncake"}  # P encodes its pictures itself: only the KV hand-off is checked
+KV_ONLY = {"pd", "pd-mooncake", "pd-nixl"}  # P encodes its pictures itself: only the KV hand-off is checked
 
 
 def load(out: str, config: str) -> dict:
@@ -199,7 +199,7 @@ def figures(rec: dict) -> dict:
     reg = [r for r in kv_d if r["call"] == "register_kv_caches"]
     save_cpu = sum(r["cpu"] for r in kv_p if r["call"] in ("save_kv_layer", "wait_for_save"))
     stats_d = [r["stats"] for r in kv_d if r.get("stats")]
-    stats_p = [r["stats"] for r in ec_p if r.get("stats")]
+    stats_p = [r["stats"] for r in ec_p if r.get("stats") and r["call"] == "start_load_caches"]
 
     def med(x):
         return round(sorted(x)[len(x) // 2] * 1000, 1) if x else None

@@ -11,6 +11,7 @@ to `$RZMQ_VLLM_TRACE_DIR/vllm-<pid>.jsonl`:
   start_load_caches with the bytes it put into vLLM's encoder cache; KV: start_load_kv,
   wait_for_layer_load, save_kv_layer, wait_for_save, register_kv_caches with the KV bytes per
   token), with the connector's own `stats` where it keeps them;
+- `serve`: each data request an rzmq producer answered (arrival, answer time, CPU);
 - `fault`: the moment an armed fault killed this process (below).
 
 The same wrappers measure rzmq's connectors and vLLM's own, so the figures compare like with like.
@@ -69,34 +70,48 @@ def _timed(conn, kind: str, name: str, extra=None):
     setattr(conn, name, wrapper)
 
 
-def _arm_fault(conn) -> None:
-    """Wraps a producer's request handler so that it dies mid-transfer once armed (see above)."""
+def _wrap_producer(conn) -> None:
+    """Wraps the request handler of an rzmq producer (a worker's `_peer` that serves): each data
+    request answered is traced (`serve`: when it arrived, how long the answer took), and with
+    RZMQ_VLLM_TEST_FAULTS=1 the producer dies mid-transfer once armed (see above)."""
     peer = getattr(conn, "_peer", None)
-    if os.environ.get("RZMQ_VLLM_TEST_FAULTS") != "1" or peer is None or not hasattr(peer, "_answer"):
+    if peer is None or not hasattr(peer, "_answer") or not peer.can_put:
         return
     from rzmq.omni import wire
 
     answer, served = peer._answer, [0]
     armed = os.path.join(os.environ["RZMQ_VLLM_TRACE_DIR"], "die-after")
+    faults = os.environ.get("RZMQ_VLLM_TEST_FAULTS") == "1"
+
+    def traced(router, frames):
+        t0, c0 = time.time(), time.thread_time()
+        res = answer(router, frames)
+        _emit({"op": "serve", "pid": os.getpid(), "t0": t0, "t1": time.time(), "cpu": time.thread_time() - c0,
+               "kind": type(conn).__name__})
+        return res
 
     def answer_or_die(router, frames):
-        try:
-            with open(armed) as f:
-                limit = int(f.read().strip() or 0)
-        except (OSError, ValueError):
-            return answer(router, frames)
         try:
             op = wire.parse_request(frames[1:]).op
         except wire.ProtocolError:
             return answer(router, frames)
         if op in (wire.OP_PING, wire.OP_DONE, wire.OP_QUERY):
             return answer(router, frames)
+        limit = None
+        if faults:
+            try:
+                with open(armed) as f:
+                    limit = int(f.read().strip() or 0)
+            except (OSError, ValueError):
+                pass
+        if limit is None:
+            return traced(router, frames)
         if served[0] >= limit:
             _emit({"op": "fault", "pid": os.getpid(), "t": time.time(), "served_after_arming": served[0],
                    "kind": type(conn).__name__})
             os.kill(os.getpid(), signal.SIGKILL)
         served[0] += 1
-        return answer(router, frames)
+        return traced(router, frames)
 
     peer._answer = answer_or_die
 
@@ -120,7 +135,7 @@ def _ec_wrap(conn) -> None:
     _timed(conn, "ec", "start_load_caches", (load_before, load_after))
     _timed(conn, "ec", "ensure_cache_available", (lambda *a, **k: None, ensure_after))
     _timed(conn, "ec", "save_caches", (lambda *a, **k: None, save_after))
-    _arm_fault(conn)
+    _wrap_producer(conn)
 
 
 def _kv_wrap(conn) -> None:
@@ -138,7 +153,7 @@ def _kv_wrap(conn) -> None:
         _timed(conn, "kv", name)
     _timed(conn, "kv", "wait_for_layer_load", (lambda *a, **k: None, layer_after))
     _timed(conn, "kv", "save_kv_layer", (lambda *a, **k: None, layer_after))
-    _arm_fault(conn)
+    _wrap_producer(conn)
 
 
 def _wrap_schedule() -> None:
