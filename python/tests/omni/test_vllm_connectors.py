@@ -123,6 +123,29 @@ def test_ec_embedding_announced_fetched_once_and_loaded_without_copy(tmp_path):
             c.shutdown()
 
 
+def test_ec_consumer_opens_its_producer_connection_before_the_first_fetch_and_reuses_it(tmp_path):
+    """The scheduler's fetch thread connects to each configured producer at construction (the
+    connection and its RDMA upgrade are not part of the first fetch), and every fetch goes over
+    that one connection."""
+    port = free_port()
+    prod = RzmqECConnector(ec_config("ec_producer", port, tmp_path), ECConnectorRole.WORKER)
+    sched = RzmqECConnector(ec_config("ec_consumer", port, tmp_path), ECConnectorRole.SCHEDULER)
+    try:
+        assert wait_until(lambda: len(sched._peer._sockets) == 1)  # before any fetch
+        assert sched.stats["fetched"] == 0
+        for h in ("a", "b", "c"):
+            prod.save_caches({h: torch.full((2, 4), float(ord(h)))}, h)
+        for h in ("a", "b", "c"):
+            req = NS(request_id=f"r{h}", mm_features=[feature(h)], ec_transfer_params=None)
+            assert wait_until(lambda: sched.ensure_cache_available(req, 0))
+        assert sched.stats["fetched"] == 3
+        assert len(sched._peer._sockets) == 1
+        assert prod.health()["transport"]["requests_served"] == 3
+    finally:
+        for c in (sched, prod):
+            c.shutdown()
+
+
 def test_ec_two_hosts_each_fetch_once(tmp_path):
     """Two consumer instances with separate host caches (two hosts) both learn of the embedding
     and each fetches it once; the producer keeps it for both (any number of consumers)."""
