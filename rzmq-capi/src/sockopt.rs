@@ -100,7 +100,10 @@ pub unsafe extern "C" fn zmq_setsockopt(
 /// # Safety
 /// `optvallen` is NULL or valid; `optval` is NULL or writable for `*optvallen` bytes, and both
 /// outlive the returned slice.
-pub(crate) unsafe fn out_buf<'a>(optval: *mut c_void, optvallen: *mut usize) -> Result<&'a mut [u8], Error> {
+pub(crate) unsafe fn out_buf<'a>(
+    optval: *mut c_void,
+    optvallen: *mut usize,
+) -> Result<&'a mut [u8], Error> {
     if optvallen.is_null() {
         return Err(Error::Fault);
     }
