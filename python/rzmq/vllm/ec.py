@@ -227,7 +227,8 @@ class RzmqECConnector(ECConnectorBase):
         """This side's accounting: the connector's counts, the transport's counters and store."""
         out: dict[str, Any] = {"connector": dict(self.stats)}
         if self._index is not None:
-            out["index"] = {"known": len(self._index.known), "held_requests": sum(map(len, self._index._waiting.values()))}
+            held = sum(map(len, self._index._waiting.values()))
+            out["index"] = {"known": len(self._index.known), "held_requests": held}
         if self._announcer is not None:
             out["announced"] = len(self._announcer.live)
         if self._peer is not None:
@@ -336,9 +337,9 @@ class _Index:
         self._producers = list(producers)
         for host, port in producers:
             self._sub.connect(f"tcp://{host}:{port + 1}")
-        # One fetch thread: its connections (one per producer, per thread) are reused by every
-        # fetch, and are opened ahead of the first one (a connection and its RDMA upgrade took
-        # about 200 ms of a first fetch here; a fetch over an open one, a few ms).
+        # One fetch thread: connections are per thread, so with one thread every fetch reuses
+        # one connection per producer, opened here ahead of the first fetch rather than by it
+        # (a second pool thread's first fetch used to open a second one, RDMA upgrade included).
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rzmq-ec-fetch")
         self._connected: set[tuple[str, int]] = set()
         for producer in producers:

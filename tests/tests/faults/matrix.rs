@@ -303,11 +303,39 @@ pub fn resources() -> (i64, i64) {
     (count_dir("/proc/self/fd"), count_dir("/proc/self/task"))
 }
 
+/// Open fds and threads of this process, not counting threads named after `tests`: libtest runs
+/// each test on a thread named after it, and starts those threads when it likes, so another
+/// test's thread (blocked on the binary's lock) may appear between two counts.
+pub fn resources_without_test_threads(tests: &[&str]) -> (i64, i64) {
+    let threads = std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| {
+                    // The kernel keeps the first 15 bytes of a thread's name.
+                    let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+                    let comm = comm.trim_end();
+                    comm.is_empty() || !tests.iter().any(|t| t.starts_with(comm))
+                })
+                .count() as i64
+        })
+        .unwrap_or(0);
+    (count_dir("/proc/self/fd"), threads)
+}
+
 /// How many fds and threads above `before` remain, waiting up to `settle` for them to go.
 pub fn leaked(before: (i64, i64), settle: Duration) -> (i64, i64) {
+    leaked_by(resources, before, settle)
+}
+
+/// As [`leaked`], with `count` counting the fds and threads.
+pub fn leaked_by(
+    count: impl Fn() -> (i64, i64),
+    before: (i64, i64),
+    settle: Duration,
+) -> (i64, i64) {
     let deadline = Instant::now() + settle;
     loop {
-        let now = resources();
+        let now = count();
         let d = (now.0 - before.0, now.1 - before.1);
         if (d.0 <= 0 && d.1 <= 0) || Instant::now() > deadline {
             return (d.0.max(0), d.1.max(0));
