@@ -514,3 +514,74 @@ fn client_server_over_tcp_moves_to_rdma_and_still_routes() {
         }
     }
 }
+
+/// `zmq_ctx_term` with messages queued for an RDMA peer that went away (an eager frame and a
+/// rendezvous one), or for an `rdma://` peer that never came: LINGER 200 returns after it,
+/// LINGER -1 waits until a peer comes back, moves to RDMA again and takes them (the tcp, ipc
+/// and inproc cases, beside libzmq's, are in linger_term.rs).
+#[test]
+fn term_with_messages_for_an_absent_rdma_peer_lingers_then_returns() {
+    use std::sync::mpsc;
+    setup();
+    for linger in [200, -1] {
+        let ctx = Context::new();
+        let mut dealer = rzmq_tests::timed_socket(&ctx, SocketType::Dealer, linger);
+        let mut mon = watch(&ctx, &mut dealer, &format!("rdma-linger{linger}"));
+        // The peer, in a context of its own: it takes one message over RDMA, then goes.
+        let pctx = Context::new();
+        let mut peer = sock(&pctx, SocketType::Dealer);
+        peer.bind("tcp://127.0.0.1:*").unwrap();
+        let ep = peer.last_endpoint().to_string();
+        dealer.connect(&ep).unwrap();
+        assert_eq!(next_transport(&mut mon), monitor::TRANSPORT_RDMA);
+        dealer.send("hello", 0).unwrap();
+        assert_eq!(peer.recv_bytes(0).unwrap(), b"hello");
+        peer.close();
+        pctx.term().unwrap();
+        while next_event(&mut mon).0 != monitor::EVENT_DISCONNECTED {}
+        mon.close();
+        dealer.send("late", 0).unwrap();
+        dealer.send(&payload(1 << 20, 7)[..], 0).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let closer = std::thread::spawn(move || {
+            dealer.close();
+            ctx.term().unwrap();
+            let _ = tx.send(());
+        });
+        if linger < 0 {
+            assert!(
+                rx.recv_timeout(Duration::from_millis(400)).is_err(),
+                "LINGER -1: term waits for the queued messages"
+            );
+            let pctx = Context::new();
+            let mut peer = sock(&pctx, SocketType::Dealer);
+            let mut pmon = watch(&pctx, &mut peer, "rdma-linger-back");
+            peer.bind(&ep).unwrap();
+            assert_eq!(peer.recv_bytes(0).unwrap(), b"late");
+            assert_eq!(peer.recv_bytes(0).unwrap(), payload(1 << 20, 7));
+            assert_eq!(next_transport(&mut pmon), monitor::TRANSPORT_RDMA);
+        }
+        rx.recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("term hung with LINGER {linger}"));
+        closer.join().unwrap();
+    }
+    // An rdma:// peer that never came.
+    let ctx = Context::new();
+    let mut dealer = rzmq_tests::timed_socket(&ctx, SocketType::Dealer, 200);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    dealer.connect(&format!("rdma://127.0.0.1:{port}")).unwrap();
+    dealer.send("nobody", 0).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let closer = std::thread::spawn(move || {
+        dealer.close();
+        ctx.term().unwrap();
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("term returns after LINGER");
+    closer.join().unwrap();
+}

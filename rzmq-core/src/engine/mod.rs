@@ -421,6 +421,12 @@ impl Engine {
 
     /// True when encoded bytes wait for the stream to become writable, or frames for the
     /// alternative path (or its peer's acknowledgement).
+    /// After the handshake: an RDMA upgrade is still being agreed with the peer (neither
+    /// declined nor switched both ways), so more of its commands are on their way.
+    pub(crate) fn upgrade_settling(&self) -> bool {
+        self.upgrade.as_ref().is_some_and(|u| u.settling())
+    }
+
     pub(crate) fn has_output(&self) -> bool {
         self.proto.has_output() || self.upgrade.as_ref().is_some_and(|u| u.busy())
     }

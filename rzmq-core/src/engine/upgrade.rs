@@ -293,6 +293,11 @@ impl Upgrade {
         self.required && !self.out_switched
     }
 
+    /// Neither declined nor switched both ways (meaningful after the handshake).
+    pub(super) fn settling(&self) -> bool {
+        !matches!(self.state, UpState::Declined) && !self.is_up()
+    }
+
     /// True while something is owed to the peer on the path.
     pub(super) fn busy(&self) -> bool {
         self.held.is_some()

@@ -97,11 +97,13 @@ impl Reactor {
                 self.command(cmd);
                 self.shared.work.fetch_sub(1, Ordering::SeqCst);
             }
+            let now = Instant::now();
+            self.run_timers(now);
+            // After the timers: a linger deadline may just have ended the last session, and
+            // with no timer left the poll below would sleep for ever (zmq_ctx_term hung).
             if self.shutting_down && self.objects.is_empty() {
                 return;
             }
-            let now = Instant::now();
-            self.run_timers(now);
             let mut timeout = self.timers.next().map(|t| t.saturating_duration_since(now));
             let mut pending_reads = std::mem::take(&mut self.read_again);
             pending_reads.sort_unstable();

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use mio::{Interest, Token};
 
-use super::{Fate, Io, Session, Timer, ALT_BIT};
+use super::{Fate, Io, Phase, Session, Timer, ALT_BIT};
 use crate::engine::{Closed, Progress, Proto, Stream};
 use crate::monitor;
 use crate::msg::{Metadata, Msg};
@@ -95,6 +95,15 @@ impl Session {
                 }
             }
         }
+        // Linger first: a reconnect due at the same wake-up must not hide it (each later
+        // wake-up would be a reconnect's again, and the session would outlive its linger).
+        if let Some(p) = &self.pipe {
+            if let Some(Some(deadline)) = p.from_socket.linger_deadline() {
+                if deadline <= now {
+                    return Fate::Remove;
+                }
+            }
+        }
         if let Some(ci) = self.connect.as_mut() {
             if self.timers.is_expired(Timer::Reconnect, now)
                 && self.engine.is_none()
@@ -111,13 +120,6 @@ impl Session {
                     let _ = r.registry().deregister(&mut s);
                 }
                 return self.retry_later(r, token);
-            }
-        }
-        if let Some(p) = &self.pipe {
-            if let Some(Some(deadline)) = p.from_socket.linger_deadline() {
-                if deadline <= now {
-                    return Fate::Remove;
-                }
             }
         }
         let Some(e) = self.engine.as_mut() else {
@@ -310,8 +312,12 @@ impl Session {
                     self.timers.set(Timer::Linger, d);
                     r.schedule(d, token);
                 }
+                // Not while an RDMA upgrade is being agreed: the peer's answer would reach a
+                // closed stream, whose reset can discard what the peer has not read yet.
                 let drained = p.from_socket.is_finished()
-                    && self.engine.as_ref().is_none_or(|e| !e.has_output());
+                    && self.engine.as_ref().is_none_or(|e| {
+                        !e.has_output() && !(self.phase == Phase::Up && e.upgrade_settling())
+                    });
                 if drained {
                     Fate::Remove
                 } else {
