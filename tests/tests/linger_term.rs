@@ -275,7 +275,9 @@ fn case<L: Lib>(t: Transport, peer: Peer, linger: i32) -> Outcome {
                 .recv_timeout(HUNG)
                 .unwrap_or_else(|_| panic!("{}: term hung ({t:?}, {peer:?}, {linger})", L::NAME));
         }
-        let waited = t0.elapsed() >= Duration::from_millis(LINGER_MS as u64);
+        // libzmq's timers run on a coarse millisecond clock: its term returns up to a few ms
+        // before LINGER as measured here (199.9 ms seen for 200).
+        let waited = t0.elapsed() >= Duration::from_millis(LINGER_MS as u64 - 20);
         if queued {
             Outcome::Returned {
                 waited_linger: waited,
