@@ -215,16 +215,17 @@ fn assert_same(ours: &BTreeSet<String>, want: &[&str], lib: &Path) {
 }
 
 /// Builds the `draft` variant of libzmq.so into `<target>/draft` (its own target directory, so
-/// that the default `libzmq.so` of this build is left alone) and returns its path.
+/// that the default `libzmq.so` of this build is left alone) and returns its path. Optimised
+/// test builds (release, test-release) make the release one, the very build that
+/// compat/run-libzmq-tests.sh --draft runs libzmq's DRAFT tests against (built once for both).
 fn build_draft() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let profile_dir = exe.parent().unwrap().parent().unwrap();
-    let profile = profile_dir
-        .file_name()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_string();
+    let profile = if profile_dir.ends_with("debug") {
+        "debug"
+    } else {
+        "release"
+    };
     let target = profile_dir.parent().unwrap().join("draft");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);

@@ -34,8 +34,9 @@ fn lib_dir() -> PathBuf {
         cmd.args(["build", "--quiet", "-p", "rzmq-ibverbs-soft"])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .env("CARGO_TARGET_DIR", profile_dir.parent().unwrap());
-        if profile_dir.ends_with("release") {
-            cmd.arg("--release");
+        if !profile_dir.ends_with("debug") {
+            let profile = profile_dir.file_name().unwrap().to_str().unwrap();
+            cmd.args(["--profile", profile]);
         }
         assert!(cmd.status().unwrap().success(), "building the cdylib");
         let so = profile_dir.join("libibverbs_soft.so");

@@ -35,8 +35,8 @@ fn ours(name: &str) -> PathBuf {
             .into_owned();
         let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
         cmd.args(["build", "-p", "rzmq-core", "--examples"]);
-        if profile == "release" {
-            cmd.arg("--release");
+        if profile != "debug" {
+            cmd.args(["--profile", &profile]);
         }
         assert!(cmd.status().unwrap().success());
     }
