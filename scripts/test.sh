@@ -1,91 +1,156 @@
 #!/usr/bin/env bash
-# The project's test command:
-#   1. unit, property and integration tests of every crate (interop against the reference
-#      libzmq, perf tools on the wire, hostile peers, the C ABI, the soft RDMA provider);
-#   2. libzmq 4.3.5's own test suite compiled against our zmq.h and libzmq.so (compat/), then
-#      its DRAFT tests against the `draft` build, and pyzmq's DRAFT tests on a DRAFT pyzmq;
-#   3. pyzmq's test suite on the stock wheel with our libzmq.so preloaded, plus vLLM-style
-#      traffic between a process on stock libzmq and one on rzmq (compat/);
-#   4. the vllm-omni connector (python/tests/omni) between processes, over TCP, soft RDMA and
-#      network namespaces, and the real vllm-omni pipeline on rzmq (python/tests/real);
-#   5. RDMA on the soft provider: the socket-pattern matrix with RDMA required (on soft, and on
-#      the ibverbs provider over the emulated libibverbs.so.1), and vLLM-style
-#      traffic through the C ABI with RDMA required, on loopback and across network namespaces.
-# Set RZMQ_TEST_QUICK=1 to run only step 1.
+# The project's test command (README), and what CI runs (.ci/run). Its parts:
+#   rust    unit, property and integration tests of every crate (interop against the reference
+#           libzmq, perf tools on the wire, hostile peers, the C ABI, the soft RDMA provider), then
+#           the socket-pattern matrix with RDMA required (soft provider, and the ibverbs provider
+#           over the emulated libibverbs.so.1);
+#   capi    libzmq 4.3.5's own test suite against our zmq.h and libzmq.so (compat/), its DRAFT
+#           tests against the `draft` build, pyzmq's DRAFT tests on a DRAFT pyzmq, pyzmq's suite
+#           on the stock wheel with our libzmq.so preloaded, jupyter_client's and ipykernel's
+#           suites the same way, the rzmq wheel in a fresh venv, and vLLM-style traffic through
+#           the C ABI with RDMA required (loopback and two network namespaces);
+#   python  the vllm-omni connector (python/tests/omni) between processes over TCP, soft RDMA
+#           and network namespaces (and rzmq's vLLM connectors in process), and the Qwen-Omni
+#           replica (examples/omni) on stock libzmq and on rzmq;
+#   real    real vllm-omni serving tiny Qwen-Omni models on vLLM's CPU engines (python/tests/real);
+#   vllm    real vLLM's own disaggregation over rzmq's EC and KV connectors (python/tests/vllm).
+#
+# usage: scripts/test.sh                        every part (CI)
+#        scripts/test.sh --parts rust,capi      the parts named
+#        scripts/test.sh --changed [REV]        the parts the changes since REV touch (default:
+#                                               the merge-base with main; committed, staged and
+#                                               unstaged changes; docs/TESTING.md has the map)
+#        RZMQ_TEST_QUICK=1 scripts/test.sh      the rust part only (under 10 minutes once built)
+# Each part prints its wall and CPU time ([test] lines); the summary ends the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export RUST_BACKTRACE=1
-# Runs one part and prints its wall time (what CI's 60-minute budget is spent on).
+ALL_PARTS=rust,capi,python,real,vllm
+PARTS=$ALL_PARTS
+case "${1:-}" in
+  --parts) PARTS=$2 ;;
+  --changed) PARTS=$(python3 scripts/test_parts.py "${2:-}") ;;
+  "") ;;
+  -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+  *) echo "unknown argument: $1 (--help)" >&2; exit 2 ;;
+esac
+[ "${RZMQ_TEST_QUICK:-0}" = "1" ] && PARTS=rust
+want() { case ",$PARTS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+echo "[test] parts: ${PARTS:-none}"
+
+# The test profile (Cargo.toml, [profile.test-release]): release's optimisation without its
+# link-time optimisation, which every test binary paid again (about two thirds of the test
+# build). The shipped library (target/release/libzmq.so) is still built with the release
+# profile, and the compatibility suites below run against it.
+PROFILE=test-release
+
+SUMMARY=()
+# Runs one part and prints its wall time and the CPU time of everything it ran.
 part() {
-  local t0=$SECONDS
+  local t0=$SECONDS c0 c1
+  c0=$(cpu_children)
   "$@"
-  echo "[test] $((SECONDS - t0)) s: $*" | cut -c1-120
+  c1=$(cpu_children)
+  local line
+  line=$(printf '%5d s wall %6d s cpu  %s' $((SECONDS - t0)) $((c1 - c0)) "$*" | cut -c1-140)
+  echo "[test] $line"
+  SUMMARY+=("$line")
 }
-part cargo build --release --workspace       # libraries, including target/release/libzmq.so
-# cargo test builds every example too (the perf tools and the demo that tests drive), with the
-# dev-dependencies' features; a separate `cargo build --examples` resolves features differently
-# and compiled the workspace a third time (about 3 min in CI).
-part cargo test --workspace --release -- --test-threads=2
-# The pattern matrix again, every tcp connection required to move to RDMA (soft provider).
-RZMQ_RDMA=require RZMQ_RDMA_PROVIDER=soft \
-  cargo test --release -p rzmq-tests --test patterns -- --test-threads=2
-# The same matrix through the unmodified ibverbs provider, over the soft NIC behind the
-# libibverbs C ABI (rzmq-ibverbs-soft, loaded as libibverbs.so.1 from a private directory).
-IBV_SOFT_DIR="$PWD/target/ibverbs-soft"
-mkdir -p "$IBV_SOFT_DIR"
-ln -sf "$PWD/target/release/libibverbs_soft.so" "$IBV_SOFT_DIR/libibverbs.so.1"
-# LD_LIBRARY_PATH reaches only the test process (as a runner): set on cargo itself, it would make
-# rdma-mummy-sys' build script (bindgen/clang-sys watches LD_LIBRARY_PATH) run again and
-# rebuild everything above it. Equivalent to
-#   RZMQ_RDMA=require RZMQ_RDMA_PROVIDER=ibverbs LD_LIBRARY_PATH=target/ibverbs-soft \
-#     cargo test --release -p rzmq-tests --test patterns
-RZMQ_RDMA=require RZMQ_RDMA_PROVIDER=ibverbs \
-  cargo test --release -p rzmq-tests --test patterns \
-  --config "target.'cfg(all())'.runner=['env','LD_LIBRARY_PATH=$IBV_SOFT_DIR']" \
-  -- --test-threads=2
-if [ "${RZMQ_TEST_QUICK:-0}" = "1" ]; then
-  exit 0
+# User + system seconds of this shell's waited-for children (bash's `times`, second line).
+cpu_children() {
+  times | tail -1 | awk '{ split($1, u, "m"); split($2, s, "m");
+    printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }'
+}
+
+# The libraries every part uses: target/release/libzmq.so, libibverbs_soft.so.
+part cargo build --release --workspace
+
+if want rust; then
+  # cargo test builds every example too (the perf tools and the demo that tests drive), with the
+  # dev-dependencies' features.
+  part cargo test --workspace --profile "$PROFILE" -- --test-threads=2
+  # The pattern matrix again, every tcp connection required to move to RDMA (soft provider).
+  RZMQ_RDMA=require RZMQ_RDMA_PROVIDER=soft \
+    part cargo test --profile "$PROFILE" -p rzmq-tests --test patterns -- --test-threads=2
+  # The same matrix through the unmodified ibverbs provider, over the soft NIC behind the
+  # libibverbs C ABI (rzmq-ibverbs-soft, loaded as libibverbs.so.1 from a private directory).
+  IBV_SOFT_DIR="$PWD/target/ibverbs-soft"
+  mkdir -p "$IBV_SOFT_DIR"
+  ln -sf "$PWD/target/release/libibverbs_soft.so" "$IBV_SOFT_DIR/libibverbs.so.1"
+  # LD_LIBRARY_PATH reaches only the test process (as a runner): set on cargo itself, it would
+  # make rdma-mummy-sys' build script (bindgen/clang-sys watches LD_LIBRARY_PATH) run again and
+  # rebuild everything above it. Equivalent to
+  #   RZMQ_RDMA=require RZMQ_RDMA_PROVIDER=ibverbs LD_LIBRARY_PATH=target/ibverbs-soft \
+  #     cargo test --profile test-release -p rzmq-tests --test patterns
+  RZMQ_RDMA=require RZMQ_RDMA_PROVIDER=ibverbs \
+    part cargo test --profile "$PROFILE" -p rzmq-tests --test patterns \
+    --config "target.'cfg(all())'.runner=['env','LD_LIBRARY_PATH=$IBV_SOFT_DIR']" \
+    -- --test-threads=2
 fi
-part compat/run-libzmq-tests.sh --lib target/release --no-report
-# The DRAFT API: libzmq's tests with DRAFT code, built with -DZMQ_BUILD_DRAFT_API, against the
-# `draft` build of libzmq.so (target/draft; about 2.5 min on 2 cores once built, most of it
-# two tests at their 60 s limit), then pyzmq built from its sdist with ZMQ_DRAFT_API=1 against
-# it, running pyzmq's test_draft.py (about 1 min). Expected failures: compat/*draft-test-notes.tsv.
-part compat/run-libzmq-tests.sh --draft --no-report
-part compat/run-pyzmq-draft-tests.sh --lib target/draft/release
-RZMQ_SKIP_BUILD=1 part compat/run-pyzmq-tests.sh --mode preload
-# The rzmq Python wheel (scripts/build-wheel.sh) in a fresh venv without build tools: activation
-# (rzmq run, RZMQ_ACTIVATE=1), spawn/fork workers, rzmq doctor, and pyzmq's suite served by it.
-part scripts/test-wheel.sh
-# vLLM-style traffic through the C ABI with RDMA required (soft provider): loopback, then two
-# network namespaces joined by veth (when root), then the refusal of a stock libzmq peer.
-NETNS_FLAG=()
-if [ "$(id -u)" = "0" ] && command -v ip >/dev/null; then NETNS_FLAG=(--netns); fi
-part compat/build/venv-wheel/bin/python compat/pyzmq_vllm_traffic.py \
-  --ours "$PWD/target/release/libzmq.so" --rdma "${NETNS_FLAG[@]}"
-# The vllm-omni connector (python/rzmq/omni) in the real vllm-omni 0.30.0 environment (torch,
-# vLLM, vllm-omni; python/tests/real/env.sh makes it once, about 7 GB, and reuses it): payloads
-# of 1 KiB to 64 MiB between processes over TCP, soft RDMA (required) and two network namespaces;
-# dicts of tensors without copies; several consumers of one key; hostile requests; a producer
-# killed mid-transfer. The same run tests rzmq's vLLM EC and KV connectors (rzmq.vllm) in process.
-part python/tests/omni/run.sh
-# Real vllm-omni serving a tiny random Qwen2.5-Omni (thinker -> talker -> code2wav, a process
-# each) on vLLM's CPU engines (python/tests/real): the same requests on the stock pyzmq wheel with
-# SharedMemoryConnector (a), under `rzmq run` with RzmqConnector over TCP (b), over RDMA (soft
-# provider) across two network namespaces (d), and with the talker killed mid-request (kill, over
-# RDMA on loopback); every token id, audio sample and stage payload must equal the stock run's.
-# Configuration c (RDMA on loopback, finishing) is d's path without the namespaces; it runs by
-# default in run.sh, not here, to keep CI within its budget (each configuration is ~2 min).
-part python/tests/real/run.sh --configs a,b,d,kill
-# vLLM's own disaggregation on real vLLM CPU engines (python/tests/vllm): encoder -> prefill ->
-# decode `vllm serve` instances under `rzmq run` (RDMA, soft provider) with RzmqECConnector and
-# RzmqKVConnector, plus encoder -> prefill/decode (a fourth instance, a second EC consumer), on
-# one host and across two network namespaces, then each producer killed mid-transfer; outputs
-# must equal one instance without connectors, vLLM's schedulers must show that the consumers
-# computed no encoder input and no prompt token the connectors brought, each embedding must be
-# fetched once per host, and a consumer whose producer died must fail that request, hold
-# nothing afterwards and serve the next.
-part python/tests/vllm/run.sh --configs base,kill,epd-netns
-# The Qwen-Omni disaggregated-pipeline replica (examples/omni): the same traffic on stock libzmq,
-# on rzmq over tcp and on rzmq with RDMA required (soft); every output must match.
-part examples/omni/run.sh --quick --no-tests  # the connector's tests ran above
+
+if want capi; then
+  part compat/run-libzmq-tests.sh --lib target/release --no-report
+  # The DRAFT API: libzmq's tests with DRAFT code, built with -DZMQ_BUILD_DRAFT_API, against the
+  # `draft` build of libzmq.so (target/draft), then pyzmq built from its sdist with
+  # ZMQ_DRAFT_API=1 against it, running pyzmq's test_draft.py. Expected failures:
+  # compat/*draft-test-notes.tsv.
+  part compat/run-libzmq-tests.sh --draft --no-report
+  part compat/run-pyzmq-draft-tests.sh --lib target/draft/release
+  RZMQ_SKIP_BUILD=1 part compat/run-pyzmq-tests.sh --mode preload
+  # jupyter_client's and ipykernel's suites with rzmq preloaded into pytest and every kernel.
+  RZMQ_SKIP_BUILD=1 part compat/run-jupyter-tests.sh
+  # The rzmq Python wheel (scripts/build-wheel.sh) in a fresh venv without build tools:
+  # activation (rzmq run, RZMQ_ACTIVATE=1), spawn/fork workers, rzmq doctor, and pyzmq's suite
+  # served by it.
+  part scripts/test-wheel.sh
+  # vLLM-style traffic through the C ABI with RDMA required (soft provider): loopback, then two
+  # network namespaces joined by veth (when root), then the refusal of a stock libzmq peer.
+  NETNS_FLAG=()
+  if [ "$(id -u)" = "0" ] && command -v ip >/dev/null; then NETNS_FLAG=(--netns); fi
+  part compat/build/venv-wheel/bin/python compat/pyzmq_vllm_traffic.py \
+    --ours "$PWD/target/release/libzmq.so" --rdma "${NETNS_FLAG[@]}"
+fi
+
+# The Python parts need the wheel (python/tests/real/env.sh installs it into the real
+# environment); the capi part built it already.
+if { want python || want real || want vllm; } && ! ls dist/rzmq-*.whl >/dev/null 2>&1; then
+  part scripts/build-wheel.sh
+fi
+
+if want python; then
+  # The vllm-omni connector (python/rzmq/omni) in the real vllm-omni 0.30.0 environment (torch,
+  # vLLM, vllm-omni; python/tests/real/env.sh makes it once, about 7 GB, and reuses it): payloads
+  # of 1 KiB to 64 MiB between processes over TCP, soft RDMA (required) and two network
+  # namespaces; dicts of tensors without copies; several consumers of one key; hostile requests;
+  # a producer killed mid-transfer. The same run tests rzmq's vLLM EC and KV connectors in process.
+  part python/tests/omni/run.sh
+  # The Qwen-Omni disaggregated-pipeline replica (examples/omni): the same traffic on stock
+  # libzmq, on rzmq over tcp and on rzmq with RDMA required (soft); every output must match.
+  part examples/omni/run.sh --quick --no-tests  # the connector's tests ran above
+fi
+
+if want real; then
+  # Real vllm-omni serving a tiny random Qwen2.5-Omni (thinker -> talker -> code2wav, a process
+  # each) on vLLM's CPU engines (python/tests/real): the same requests on the stock pyzmq wheel
+  # with SharedMemoryConnector (a), under `rzmq run` with RzmqConnector over TCP (b), over RDMA
+  # (soft provider) across two network namespaces (d), and with the talker killed mid-request
+  # (kill, over RDMA on loopback); every token id, audio sample and stage payload must equal the
+  # stock run's. Configuration c (RDMA on loopback, finishing) is d's path without the
+  # namespaces; it runs by default in run.sh, not here.
+  part python/tests/real/run.sh --configs a,b,d,kill
+fi
+
+if want vllm; then
+  # vLLM's own disaggregation on real vLLM CPU engines (python/tests/vllm): encoder -> prefill
+  # -> decode `vllm serve` instances under `rzmq run` (RDMA, soft provider) with RzmqECConnector
+  # and RzmqKVConnector, plus encoder -> prefill/decode (a fourth instance, a second EC
+  # consumer), on one host and across two network namespaces, then each producer killed
+  # mid-transfer; outputs must equal one instance without connectors, vLLM's schedulers must
+  # show that the consumers computed no encoder input and no prompt token the connectors
+  # brought, each embedding must be fetched once per host, and a consumer whose producer died
+  # must fail that request, hold nothing afterwards and serve the next.
+  part python/tests/vllm/run.sh --configs base,kill,epd-netns
+fi
+
+printf '[test] %s\n' "${SUMMARY[@]}"
+echo "[test] passed: $PARTS"
