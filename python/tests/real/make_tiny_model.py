@@ -35,8 +35,9 @@ emits codec EOS 8294, so callers should cap max_tokens for both stages.
 
 Deterministic: same arguments -> byte-identical safetensors/spk_dict.
 Idempotent: OUT_DIR/tiny_model_stamp.json records the arguments, the script
-version and the files written; a complete directory made with the same
-arguments is left untouched. The directory is built next to OUT_DIR and
+version and the files written (size and SHA-256); a complete directory made with
+the same arguments whose files still match is left untouched, one that differs
+is reported as corrupt and made again. The directory is built next to OUT_DIR and
 renamed into place, under a lock file (.<name>.lock next to OUT_DIR). Bump
 VERSION whenever the output changes.
 
@@ -48,6 +49,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import random
@@ -450,11 +452,18 @@ def _is_complete(out_dir: str, want: dict) -> bool:
     files = stamp.get("files") or {}
     if not files:
         return False
-    for rel, size in files.items():
+    for rel, want_file in files.items():
+        if not isinstance(want_file, dict):  # a stamp of sizes only, from before checksums
+            return False
         try:
-            if os.path.getsize(os.path.join(out_dir, rel)) != size:
-                return False
+            with open(os.path.join(out_dir, rel), "rb") as fh:
+                digest = hashlib.file_digest(fh, "sha256").hexdigest()
         except OSError:
+            digest = None
+        if digest != want_file.get("sha256"):
+            # A cached model that differs from what was written: say so, and make it again.
+            print(f"[make_tiny_model] {out_dir} is CORRUPT: {rel} differs from its stamp; "
+                  "making the model again", file=sys.stderr)
             return False
     return True
 
@@ -495,7 +504,9 @@ def _write(tmp: str, args) -> None:
         for n in names:
             p = os.path.join(root, n)
             os.chmod(p, 0o644)
-            files[os.path.relpath(p, tmp)] = os.path.getsize(p)
+            with open(p, "rb") as fh:
+                digest = hashlib.file_digest(fh, "sha256").hexdigest()
+            files[os.path.relpath(p, tmp)] = {"size": os.path.getsize(p), "sha256": digest}
     stamp = {"args": _stamp_args(args), "files": dict(sorted(files.items()))}
     with open(os.path.join(tmp, STAMP), "w") as f:
         json.dump(stamp, f, indent=2, sort_keys=True)
