@@ -297,14 +297,17 @@ class FetchWorker:
                         except wire.ProtocolError as e:
                             self.stats["errors"] += 1
                             logger.error("%s: bad reply from %s: %s", self.name, by_socket.get(sock), e)
+                            frames = None
                             continue
                         rep = Reply(status, rid, meta, parts, frames)
+                        del frames, parts  # the Reply holds them, or nothing does (below)
                         fut = pending.pop(rid, None)
                         if fut is None or not finish(fut, rep):
                             late(rep)  # its consumer gave up: the frames go back now
-                            continue
-                        self.stats["replies"] += 1
-                        self.stats["bytes"] += rep.size
+                        else:
+                            self.stats["replies"] += 1
+                            self.stats["bytes"] += rep.size
+                        del rep
                 now = time.monotonic()
                 while deadlines and deadlines[0][0] <= now:
                     _, rid = heapq.heappop(deadlines)

@@ -228,7 +228,7 @@ class RzmqECScheduler:
         with self._lock:
             self.known.pop(mm_hash, None)
         self._failed |= f.waiting
-        logger.error("RzmqECConnector: embedding %s could not be fetched within %.0f s (producer gone, slow, or "
+        logger.error("RzmqECConnector: embedding %s could not be fetched within %g s (producer gone, slow, or "
                      "the embedding released): the requests that need it fail", mm_hash, self.timeout)
         return False
 

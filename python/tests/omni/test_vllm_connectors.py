@@ -549,7 +549,7 @@ def test_close_with_fetches_in_flight_on_every_connector(tmp_path):
     fetcher = esched._peer.fetcher
     assert not esched.ensure_cache_available(NS(request_id="r", mm_features=[feature("h")],
                                                 ec_transfer_params=None), 0)
-    assert fetcher.stats["in_flight"] == 1
+    assert wait_until(lambda: fetcher.stats["in_flight"] == 1)
     t0 = time.monotonic()
     esched.shutdown()
     assert time.monotonic() - t0 < 2 and not fetcher.alive and fetcher.stats["sockets"] == 0
@@ -621,7 +621,7 @@ def test_kv_stats_reach_vllms_stats_interface_and_prometheus():
         types = {cls: (lambda cls: lambda *a, **k: cls(*a, registry=reg, **{x: v for x, v in k.items()
                                                                               if x != "multiprocess_mode"}))(cls)
                  for cls in (Counter, Gauge, Histogram)}
-        prom = RzmqKVConnector.build_prom_metrics(None, types, ["engine"], {0: ["0"]})
+        prom = RzmqKVConnector.build_prom_metrics(NS(kv_transfer_config=None), types, ["engine"], {0: ["0"]})
         prom.observe(agg.data, 0)
         assert reg.get_sample_value("vllm:rzmq_kv_transfers_total", {"engine": "0"}) == 2
         assert reg.get_sample_value("vllm:rzmq_kv_bytes_transferred_total", {"engine": "0"}) == 2 * per_layer
