@@ -4,8 +4,8 @@
 # `vllm serve` instance, against one instance without connectors; then the same across two
 # network namespaces, a producer killed mid-way, and vLLM's own file connectors for comparison.
 # Prints per configuration: outputs against the undisaggregated run, what vLLM's schedulers
-# computed themselves, each connection's transport, and the figures (TTFT, transfer latency,
-# bytes, copies, CPU time).
+# computed themselves, each connection's transport, rzmq's counters in vLLM's /metrics, and the
+# figures (TTFT, transfer latency, bytes, copies, CPU time).
 #
 # usage: python/tests/vllm/run.sh [--configs base,epd,...] [--size tiny|7b] [--vllm 0.30|0.32] [--out DIR]
 #   configurations: disagg.py's docstring (default base,epd,epd-netns,kill);
