@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..omni.connector import RzmqConnector
-from .metadata import EC_PROTOCOL_VERSION, RzmqECMetadata, incompatibility
+from .metadata import EC_PROTOCOL_VERSION, incompatibility
 from .stats import Recorder, zero_copy_frames
 
 logger = logging.getLogger("rzmq.vllm.ec")
