@@ -42,7 +42,6 @@ Config (a stage config's connector `extra`, see docs/OMNI_CONNECTOR.md):
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import socket as _socket
@@ -61,6 +60,7 @@ except ImportError:  # vLLM alone: its EC and KV connectors (rzmq.vllm) use this
 
 from .._activate import env_flag
 from . import payload, wire
+from .fetch import FetchError, FetchTimeout, FetchWorker, next_request_id
 from .store import HostCache, Store
 
 logger = logging.getLogger("rzmq.omni")
@@ -186,10 +186,10 @@ class RzmqConnector(OmniConnectorBase):
             directory = c.get("host_cache_dir") or f"/dev/shm/rzmq-omni-{os.getuid()}"
             self.host_cache = HostCache(directory, int(c.get("host_cache_bytes", 1 << 30)))
         self.producer_id = uuid.uuid4().hex
-        self._ids = itertools.count(1)
-        self._lock = threading.Lock()  # metrics, socket registry
-        self._local = threading.local()  # per-thread DEALERs by endpoint
-        self._sockets: list[zmq.Socket] = []
+        self._lock = threading.Lock()  # metrics
+        # The consumer's sockets live in one fetch worker thread (made at the first get), which
+        # closes them itself: a socket is one thread's object.
+        self._fetcher: FetchWorker | None = None
         self.m = {k: 0 for k in (
             "puts", "put_failures", "bytes_put", "gets", "get_hits", "get_misses", "get_timeouts",
             "get_errors", "bytes_received", "host_cache_hits", "host_cache_fills", "requests_served",
@@ -524,9 +524,8 @@ class RzmqConnector(OmniConnectorBase):
     def _tell_done(self, endpoint: str, key: str) -> None:
         """Lets the producer count a delivery this host served from its cache (no reply)."""
         try:
-            self._dealer(endpoint).send_multipart(wire.encode_request(wire.OP_DONE, next(self._ids), key),
-                                                   zmq.NOBLOCK)
-        except zmq.ZMQError as e:
+            self.fetcher.send(endpoint, wire.encode_request(wire.OP_DONE, next_request_id(), key))
+        except RuntimeError as e:
             logger.debug("RzmqConnector: done(%s) not sent: %s", key, e)
 
     def _deliver(self, meta, views, keep):
@@ -568,100 +567,93 @@ class RzmqConnector(OmniConnectorBase):
         """A get() that failed at once returns only after a short pause (FAILED_GET_PAUSE)."""
         time.sleep(max(0.0, min(FAILED_GET_PAUSE, deadline - time.monotonic())))
 
-    def _dealer(self, endpoint: str) -> zmq.Socket:
-        socks = getattr(self._local, "socks", None)
-        if socks is None:
-            socks = self._local.socks = {}
-        sock = socks.get(endpoint)
-        if sock is None:
-            sock = self.ctx.socket(zmq.DEALER)
-            # RECONNECT_IVL: a consumer may ask before a middle stage's producer listens (it starts
-            # at its first put); libzmq's default 100 ms would be added to that first transfer.
-            for opt, val in ((zmq.LINGER, 0), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.RECONNECT_IVL, 10)):
-                sock.setsockopt(opt, val)
-            sock.connect(endpoint)
-            socks[endpoint] = sock
-            with self._lock:
-                self._sockets.append(sock)
-        return sock
+    @property
+    def fetcher(self) -> FetchWorker:
+        """The fetch worker that owns this consumer's connections (started at first use)."""
+        f = self._fetcher
+        if f is None:
+            with self._bind_lock:
+                if self._closed:
+                    raise RuntimeError("RzmqConnector is closed")
+                if self._fetcher is None:
+                    self._fetcher = FetchWorker(self.ctx, name="rzmq-omni-fetch")
+                f = self._fetcher
+        return f
 
     def connect_to(self, source_host: str, source_port: int) -> None:
-        """Opens the calling thread's connection to a producer now, so that its first get() does not
-        wait for the TCP connection and its RDMA upgrade (both go on in the background, with
-        reconnection until the producer listens). Connections are per thread: call it on the
-        thread that will get."""
+        """Opens the connection to a producer now, so that the first get() does not wait for the
+        TCP connection and its RDMA upgrade (both go on in the background, with reconnection
+        until the producer listens)."""
         endpoint = self._source({"source_host": source_host, "source_port": source_port})
         if endpoint is not None and not self._closed:
-            self._dealer(endpoint)
+            self.fetcher.connect(endpoint)
 
-    def _drop_dealer(self, endpoint: str) -> None:
-        sock = getattr(self._local, "socks", {}).pop(endpoint, None)
-        if sock is not None:
-            with self._lock:
-                if sock in self._sockets:
-                    self._sockets.remove(sock)
-            sock.close(0)
+    def fetch_async(self, endpoint: str, key: str, content: str | None, deadline: float, op: int = wire.OP_GET):
+        """Starts the request for `key` at the producer `endpoint` (a `_source()` endpoint); returns
+        the fetch worker's `Fetch` (a Future of its `Reply`). A caller that stops waiting calls
+        `abandon()`: a reply that comes later is released on arrival."""
+        req_id = next_request_id()
+        return self.fetcher.fetch(endpoint, wire.encode_request(op, req_id, key, content), req_id, deadline)
+
+    @staticmethod
+    def wait_fetch(fut, deadline: float):
+        """The Reply of `fut`, or the exception it failed with, never waiting long past `deadline`."""
+        try:
+            # the worker fails the fetch at its deadline; the grace only covers a worker gone
+            return fut.result(timeout=max(0.0, deadline - time.monotonic()) + 2.0)
+        except BaseException as e:  # noqa: BLE001
+            fut.abandon()
+            return e
 
     def _fetch(self, endpoint, key, content, deadline):
         """(meta, parts, frames) from the producer at `endpoint`, or None (counted)."""
-        req_id = next(self._ids)
         try:
-            sock = self._dealer(endpoint)
-            sock.send_multipart(wire.encode_request(wire.OP_GET, req_id, key, content))
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0 or not sock.poll(max(1, int(left * 1000))):
-                    self._count("get_timeouts")
-                    # A reply may still come for this request; a fresh socket never sees it.
-                    self._drop_dealer(endpoint)
-                    return None
-                frames = sock.recv_multipart(copy=False)
-                try:
-                    status, rid, meta, parts = wire.parse_reply(frames)
-                except wire.ProtocolError as e:
-                    self._count("get_errors")
-                    logger.error("RzmqConnector: bad reply from %s: %s", endpoint, e)
-                    self._drop_dealer(endpoint)
-                    return None
-                if rid != req_id:
-                    continue  # the late answer to a request given up earlier
-                if status == wire.NOT_FOUND:
-                    self._count("get_misses")
-                    return None
-                if status != wire.OK or "kind" not in meta:
-                    self._count("get_errors")
-                    logger.error("RzmqConnector: %s answered %s: %s", endpoint, status, meta.get("error"))
-                    return None
-                with self._lock:
-                    self.m["get_hits"] += 1
-                    self.m["bytes_received"] += meta["size"]
-                return meta, parts, frames
-        except zmq.ZMQError as e:
+            fut = self.fetch_async(endpoint, key, content, deadline)
+        except RuntimeError as e:  # closed meanwhile
             self._count("get_errors")
-            self._warn_once(f"zmq-{e.errno}-{endpoint}", "RzmqConnector: get(%s) from %s failed: %s", key, endpoint, e)
-            self._drop_dealer(endpoint)
-            self._pause_failed_get(deadline)
+            logger.debug("RzmqConnector: get(%s): %s", key, e)
             return None
+        return self.take_reply(self.wait_fetch(fut, deadline), endpoint, key, deadline)
+
+    def take_reply(self, rep, endpoint: str, key: str, deadline: float | None = None):
+        """Counts a fetch's outcome (a Reply, or the exception it failed with); (meta, parts,
+        frames) when it brought the payload, else None."""
+        if isinstance(rep, BaseException):
+            if isinstance(rep, (FetchTimeout, TimeoutError)):
+                self._count("get_timeouts")
+            else:
+                self._count("get_errors")
+                self._warn_once(f"fetch-{endpoint}", "RzmqConnector: get(%s) from %s failed: %s", key, endpoint, rep)
+                if isinstance(rep, FetchError) and deadline is not None:
+                    self._pause_failed_get(deadline)
+            return None
+        if rep.status == wire.NOT_FOUND:
+            self._count("get_misses")
+            return None
+        if rep.status != wire.OK or "kind" not in rep.meta:
+            self._count("get_errors")
+            logger.error("RzmqConnector: %s answered %s: %s", endpoint, rep.status, rep.meta.get("error"))
+            return None
+        with self._lock:
+            self.m["get_hits"] += 1
+            self.m["bytes_received"] += rep.meta["size"]
+        return rep.meta, rep.parts, rep.frames
+
+    def decode(self, meta, parts, frames):
+        """The object a get() returns for a payload reply's (meta, parts, frames), or None (counted)."""
+        got = self._deliver(meta, [p.buffer for p in parts], frames)
+        return None if got is None else got[0]
 
     def query(self, metadata: dict[str, Any], key: str, timeout: float = 5.0) -> dict[str, Any] | None:
         """The producer's description of `key` (size, kind) without the payload, or None."""
         endpoint = self._source(metadata)
         if endpoint is None:
             return None
-        sock = self._dealer(endpoint)
-        req_id = next(self._ids)
-        sock.send_multipart(wire.encode_request(wire.OP_QUERY, req_id, key))
         deadline = time.monotonic() + timeout
-        while sock.poll(max(1, int((deadline - time.monotonic()) * 1000))):
-            try:
-                status, rid, meta, _ = wire.parse_reply(sock.recv_multipart())
-            except wire.ProtocolError as e:
-                logger.error("RzmqConnector: bad reply from %s: %s", endpoint, e)
-                break
-            if rid == req_id:
-                return meta if status == wire.OK else None
-        self._drop_dealer(endpoint)
-        return None
+        rep = self.wait_fetch(self.fetch_async(endpoint, key, None, deadline, wire.OP_QUERY), deadline)
+        if isinstance(rep, BaseException):
+            return None
+        return rep.meta if rep.status == wire.OK else None
 
     def update_sender_info(self, sender_host: str, sender_zmq_port: int, sender_rank: int | None = None) -> None:
         """The producer a get() without metadata asks (vllm-omni's KV transfer manager calls this);
@@ -708,26 +700,43 @@ class RzmqConnector(OmniConnectorBase):
         }
 
     def close(self) -> None:
-        """Stops the producer thread, releases every key and closes the sockets (safe twice)."""
+        """Stops the producer thread and the fetch worker (each closes its own sockets), releases
+        every key and ends the context (safe twice). Never blocks forever: a thread still busy
+        after CLOSE_WAIT seconds is logged and left to end with the process, and so is the context."""
         if getattr(self, "_closed", True):
             return
         with self._bind_lock:  # a first put() may be starting the producer right now
             self._closed = True
+        ended = True
         if self._thread is not None:
             try:
                 with self.ctx.socket(zmq.PUSH) as s:
                     s.setsockopt(zmq.LINGER, 1000)
                     s.connect(self._wake_ep)
                     s.send(_STOP)
-                self._thread.join(5.0)
             except zmq.ZMQError:
                 pass
+            self._thread.join(self.CLOSE_WAIT)
+            if self._thread.is_alive():
+                ended = False
+                logger.warning("RzmqConnector: the producer thread is still busy %.0f s after close()", self.CLOSE_WAIT)
+        if self._fetcher is not None:
+            ended &= self._fetcher.close(self.CLOSE_WAIT)
         self.store.close()
-        with self._lock:
-            socks, self._sockets = self._sockets, []
-        for s in socks:
-            try:
-                s.close(0)
-            except zmq.ZMQError:
-                pass
-        self.ctx.term()
+        if not ended:
+            return  # its sockets are still open: term() would wait for them
+        # term() waits for every socket of the context: one made by a caller on it and never
+        # closed would hold it, so it runs beside, for CLOSE_WAIT seconds at most.
+        t = threading.Thread(target=self._term, name="rzmq-omni-term", daemon=True)
+        t.start()
+        t.join(self.CLOSE_WAIT)
+        if t.is_alive():
+            logger.warning("RzmqConnector: the context still has open sockets %.0f s after close()", self.CLOSE_WAIT)
+
+    CLOSE_WAIT = 5.0  # seconds close() waits for each thread it stops
+
+    def _term(self) -> None:
+        try:
+            self.ctx.term()
+        except zmq.ZMQError:
+            pass

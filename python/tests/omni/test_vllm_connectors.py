@@ -7,7 +7,10 @@ tensors are real. The real runs (python/tests/vllm) exercise the same code insid
 
 from __future__ import annotations
 
+import gc
+import os
 import socket
+import threading
 import time
 from types import SimpleNamespace as NS
 
@@ -19,6 +22,7 @@ pytest.importorskip("vllm")
 from vllm.distributed.ec_transfer.ec_connector.base import ECConnectorRole  # noqa: E402
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole  # noqa: E402
 
+import rzmq.omni as ro  # noqa: E402
 from rzmq.vllm import register  # noqa: E402
 from rzmq.vllm.ec import RzmqECConnector  # noqa: E402
 from rzmq.vllm.kv import LoadReq, RzmqKVConnector, RzmqKVMetadata, SaveReq  # noqa: E402
@@ -131,7 +135,7 @@ def test_ec_consumer_opens_its_producer_connection_before_the_first_fetch_and_re
     prod = RzmqECConnector(ec_config("ec_producer", port, tmp_path), ECConnectorRole.WORKER)
     sched = RzmqECConnector(ec_config("ec_consumer", port, tmp_path), ECConnectorRole.SCHEDULER)
     try:
-        assert wait_until(lambda: len(sched._peer._sockets) == 1)  # before any fetch
+        assert wait_until(lambda: sched._peer.fetcher.stats["sockets"] == 2)  # SUB + DEALER, before any fetch
         assert sched.stats["fetched"] == 0
         for h in ("a", "b", "c"):
             prod.save_caches({h: torch.full((2, 4), float(ord(h)))}, h)
@@ -139,7 +143,7 @@ def test_ec_consumer_opens_its_producer_connection_before_the_first_fetch_and_re
             req = NS(request_id=f"r{h}", mm_features=[feature(h)], ec_transfer_params=None)
             assert wait_until(lambda: sched.ensure_cache_available(req, 0))
         assert sched.stats["fetched"] == 3
-        assert len(sched._peer._sockets) == 1
+        assert sched._peer.fetcher.stats["sockets"] == 2  # the same connection carried every fetch
         assert prod.health()["transport"]["requests_served"] == 3
     finally:
         for c in (sched, prod):
@@ -271,8 +275,8 @@ def test_kv_two_requests_in_one_forward_each_into_its_own_blocks():
             for s, d in ((0, 4), (1, 5), (2, 7)):
                 assert torch.equal(dst[n][d], src[n][s])
         assert wait_until(lambda: (prod.get_finished({"a", "b"})[0] or set()) >= {"a", "b"} or
-                          not prod._sends, timeout=5.0)
-        assert not prod._sends  # both requests' blocks handed back
+                          not prod.worker._sends, timeout=5.0)
+        assert not prod.worker._sends  # both requests' blocks handed back
     finally:
         cons.shutdown()
         prod.shutdown()
@@ -319,8 +323,8 @@ def test_kv_scheduler_side_admits_all_but_the_last_token_and_names_the_producer(
     delay, kvp = sp.request_finished(NS(request_id="p1", status=NS(name="FINISHED_LENGTH_CAPPED")), [3, 1, 2])
     assert delay and kvp["do_remote_prefill"] and kvp["num_tokens"] == 10 and kvp["remote_port"] == port
     # an aborted request's layers are released, its blocks still held until they are
-    sp._saving["p2"] = ([4], 3)
-    sp._saved.add("p2")
+    sp.scheduler._saving["p2"] = ([4], 3)
+    sp.scheduler._saved.add("p2")
     assert sp.request_finished(NS(request_id="p2", status=NS(name="FINISHED_ABORTED")), [4]) == (True, None)
     assert sp.build_connector_meta(NS(scheduled_new_reqs=[], scheduled_cached_reqs=empty,
                                       num_scheduled_tokens={})).releases == ["p2"]
@@ -335,3 +339,293 @@ def test_kv_scheduler_side_admits_all_but_the_last_token_and_names_the_producer(
     # a prompt that is not the one the producer prefilled is computed here
     other = NS(request_id="d2", prompt_token_ids=list(range(12)), kv_transfer_params=dict(kvp))
     assert sc.get_num_new_matched_tokens(other, 0) == (0, False)
+
+
+# ----------------------------------------------------------------------------------------------
+# A slow producer, closing with fetches in flight, the versioned protocol, the stats
+
+
+def rss_mib() -> float:
+    """This process's resident memory."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def settle_rss(baseline: float, slack: float, timeout: float = 10.0) -> float:
+    """RSS once it is back within `slack` MiB of `baseline` (or as it is after `timeout`)."""
+    end = time.monotonic() + timeout
+    while True:
+        gc.collect()
+        now = rss_mib()
+        if now <= baseline + slack or time.monotonic() > end:
+            return now
+        time.sleep(0.1)
+
+
+def slow_down(peer, seconds: float):
+    """Makes an RzmqConnector producer answer every data request `seconds` late (its service
+    thread sleeps first); returns the undo."""
+    answer = peer._answer
+
+    def slow(router, frames):
+        time.sleep(seconds)
+        return answer(router, frames)
+
+    peer._answer = slow
+    return lambda: setattr(peer, "_answer", answer)
+
+
+BIG = (16, 64, 16, 256)  # 16 blocks of 1 MiB (float32) per layer
+
+
+def big_kv_pair(layers: list[str], load_timeout: float):
+    port = free_port()
+    vc_p, kc_p = kv_setup("kv_producer", port, num_blocks=BIG[0])
+    vc_c, kc_c = kv_setup("kv_consumer", port, num_blocks=BIG[0], load_timeout=load_timeout)
+    prod = RzmqKVConnector(vc_p, KVConnectorRole.WORKER, kc_p)
+    cons = RzmqKVConnector(vc_c, KVConnectorRole.WORKER, kc_c)
+    src = {n: torch.randn(*BIG) for n in layers}
+    dst = {n: torch.zeros(*BIG) for n in layers}
+    prod.register_kv_caches(src)
+    cons.register_kv_caches(dst)
+    return port, prod, cons, src, dst
+
+
+def kv_round(prod, cons, port, layers, src, name: str, blocks: list[int]):
+    """One request: the producer saves `blocks` of every layer, the consumer loads them into the
+    same block ids; returns the consumer's failed blocks."""
+    prod.bind_connector_metadata(RzmqKVMetadata(saves=[SaveReq(name, blocks, 4 * len(blocks))]))
+    for n in layers:
+        prod.save_kv_layer(n, src[n], None)
+    prod.clear_connector_metadata()
+    cons.bind_connector_metadata(RzmqKVMetadata(loads=[LoadReq(f"d-{name}", name, "127.0.0.1", port, blocks, 0,
+                                                               4 * len(blocks) - 1)]))
+    cons.start_load_kv(None)
+    for n in layers:
+        cons.wait_for_layer_load(n)
+    cons.get_finished(set())
+    cons.clear_connector_metadata()
+    return cons.get_block_ids_with_load_errors()
+
+
+def test_kv_slow_producer_layers_are_released_on_arrival_and_memory_returns():
+    """The producer answers each layer after the consumer's timeout: the consumer fails the
+    request in time, and every layer that arrives afterwards (the one it waited for and the
+    ones already asked for ahead) is released as it arrives: the fetch worker holds nothing,
+    the consumer holds nothing, the process's memory returns to its baseline, and the next
+    request is served."""
+    layers = ["l0", "l1", "l2", "l3"]
+    port, prod, cons, src, dst = big_kv_pair(layers, load_timeout=0.5)
+    blocks = list(range(8))  # 8 MiB per layer, 32 MiB per request
+    try:
+        assert kv_round(prod, cons, port, layers, src, "warm", blocks) == set()  # allocator pools warm
+        baseline = settle_rss(rss_mib(), 0, timeout=0.5)
+        undo = slow_down(prod._peer, 0.8)
+        fetch = cons._peer.fetcher
+        for i in range(3):
+            t0 = time.monotonic()
+            failed = kv_round(prod, cons, port, layers, src, f"slow{i}", blocks)
+            assert failed == set(blocks) and time.monotonic() - t0 < 5  # failed within its timeout
+        during = rss_mib()
+        # the producer still answers every request asked for (4 layers each): all arrive late
+        assert wait_until(lambda: fetch.stats["late_replies"] >= 12, timeout=30.0), fetch.stats
+        assert fetch.stats["late_bytes_released"] == 12 * 8 << 20
+        assert fetch.stats["in_flight"] == 0
+        assert cons.worker.held_bytes() == 0
+        after = settle_rss(baseline, 24)
+        print(f"RSS MiB: baseline {baseline:.0f}, after the timeouts {during:.0f}, after the late layers {after:.0f}"
+              f" ({12 * 8} MiB came late and were released)")
+        assert after <= baseline + 24, (baseline, after)  # 96 MiB came late: none of it kept
+        undo()
+        assert kv_round(prod, cons, port, layers, src, "next", blocks) == set()
+        for n in layers:
+            assert torch.equal(dst[n][:8], src[n][:8])
+        stats = cons.get_kv_connector_stats()
+        red = stats.reduce()
+        assert red["Num failed transfers"] == 3 and red["Late MB released"] == 96.0
+        assert red["Num successful transfers"] == 8  # warm and next, 4 layers each
+        assert cons.health()["transfers"]["late_bytes_released"] == 96 << 20
+    finally:
+        cons.shutdown()
+        prod.shutdown()
+
+
+def test_ec_abandoned_fetch_is_released_on_arrival(tmp_path):
+    """The encoder answers after the consumer's fetch_timeout: the request fails, the embedding
+    that arrives afterwards is released (not kept, not written to the host cache), memory
+    returns to its baseline, and the next picture is fetched."""
+    port = free_port()
+    prod = RzmqECConnector(ec_config("ec_producer", port, tmp_path), ECConnectorRole.WORKER)
+    sched = RzmqECConnector(ec_config("ec_consumer", port, tmp_path, fetch_timeout=0.5), ECConnectorRole.SCHEDULER)
+    try:
+        emb = {h: torch.randn(4096, 1024) for h in ("warm", "slow1", "slow2", "next")}  # 16 MiB each
+        for h, t in emb.items():
+            prod.save_caches({h: t}, h)
+        assert wait_until(lambda: all(sched.has_cache_item(h) for h in emb))
+
+        def fetch(h: str):
+            req = NS(request_id=f"r-{h}", mm_features=[feature(h)], ec_transfer_params=None)
+            end = time.monotonic() + 10
+            while time.monotonic() < end:
+                if sched.ensure_cache_available(req, 0):
+                    return "ready"
+                if sched.take_unavailable_requests():
+                    return "failed"
+                time.sleep(0.01)
+            return "hung"
+
+        assert fetch("warm") == "ready"
+        baseline = settle_rss(rss_mib(), 0, timeout=0.5)
+        undo = slow_down(prod._peer, 0.8)
+        assert fetch("slow1") == "failed" and fetch("slow2") == "failed"
+        f = sched._peer.fetcher
+        assert wait_until(lambda: f.stats["late_replies"] == 2, timeout=10.0), f.stats
+        assert f.stats["late_bytes_released"] == 2 * (16 << 20)
+        assert not sched._index.local("slow1") and not sched._index.local("slow2")  # released, not cached
+        after = settle_rss(baseline, 12)
+        print(f"RSS MiB: baseline {baseline:.0f}, after the late embeddings {after:.0f} (32 MiB came late)")
+        assert after <= baseline + 12, (baseline, after)
+        undo()
+        assert fetch("next") == "ready"
+        assert sched.stats["fetched"] == 2 and sched.stats["fetch_failures"] == 2
+    finally:
+        sched.shutdown()
+        prod.shutdown()
+
+
+def our_threads() -> set[str]:
+    return {t.name for t in threading.enumerate() if t.name.startswith("rzmq-")}
+
+
+def test_close_with_fetches_in_flight_on_every_connector(tmp_path):
+    """Every connector closes while fetches are in flight to a producer that does not answer
+    in time: close() returns within its bound, the waiting callers return, each thread closed
+    its own sockets and ended, and the memory of what was in flight is given back."""
+    before_threads = our_threads()
+    baseline = rss_mib()
+    # RzmqConnector: a get() blocked on a slow producer, closed from another thread
+    p = ro.RzmqConnector({"host": "127.0.0.1", "zmq_port": 0, "role": "sender", "host_cache": False})
+    c = ro.RzmqConnector({"host": "127.0.0.1", "role": "receiver", "host_cache": False})
+    _, _, meta = p.put("0", "1", "k", torch.zeros(4 << 20, dtype=torch.uint8))
+    slow_down(p, 3.0)
+    got = []
+    t = threading.Thread(target=lambda: got.append(c.get_with_deadline("0", "1", "k", meta,
+                                                                       deadline=time.monotonic() + 30)))
+    t.start()
+    assert wait_until(lambda: c._fetcher is not None and c._fetcher.stats["in_flight"] == 1)
+    t0 = time.monotonic()
+    c.close()
+    t.join(5)
+    assert not t.is_alive() and got == [None] and time.monotonic() - t0 < 5
+    assert not c._fetcher.alive and c._fetcher.stats["sockets"] == 0
+    # the producer's service thread is busy answering (3 s): close() waits a bounded time
+    t0 = time.monotonic()
+    p.close()
+    assert time.monotonic() - t0 < p.CLOSE_WAIT + 2
+
+    # KV: a consumer worker loading from a slow producer
+    layers = ["l0", "l1"]
+    port, prod, cons, src, _ = kv_pair(layers)
+    prod.bind_connector_metadata(RzmqKVMetadata(saves=[SaveReq("p", [1, 2], 8)]))
+    for n in layers:
+        prod.save_kv_layer(n, src[n], None)
+    slow_down(prod._peer, 2.0)
+    cons.bind_connector_metadata(RzmqKVMetadata(loads=[LoadReq("d", "p", "127.0.0.1", port, [3, 4], 0, 7)]))
+    cons.start_load_kv(None)
+    kv_fetcher = cons._peer.fetcher
+    assert wait_until(lambda: kv_fetcher.stats["in_flight"] == 2)
+    t0 = time.monotonic()
+    cons.shutdown()
+    assert time.monotonic() - t0 < 2 and not kv_fetcher.alive and kv_fetcher.stats["sockets"] == 0
+    prod.shutdown()
+
+    # EC: a scheduler whose fetch is in flight, and the producer's announcer
+    port = free_port()
+    eprod = RzmqECConnector(ec_config("ec_producer", port, tmp_path), ECConnectorRole.WORKER)
+    esched = RzmqECConnector(ec_config("ec_consumer", port, tmp_path), ECConnectorRole.SCHEDULER)
+    eprod.save_caches({"h": torch.ones(256, 1024)}, "h")
+    assert wait_until(lambda: esched.has_cache_item("h"))
+    slow_down(eprod._peer, 2.0)
+    fetcher = esched._peer.fetcher
+    assert not esched.ensure_cache_available(NS(request_id="r", mm_features=[feature("h")],
+                                                ec_transfer_params=None), 0)
+    assert wait_until(lambda: fetcher.stats["in_flight"] == 1)
+    t0 = time.monotonic()
+    esched.shutdown()
+    assert time.monotonic() - t0 < 2 and not fetcher.alive and fetcher.stats["sockets"] == 0
+    eprod.shutdown()
+    assert wait_until(lambda: our_threads() <= before_threads, timeout=5.0), our_threads() - before_threads
+    after = settle_rss(baseline, 16)
+    print(f"RSS MiB: before {baseline:.0f}, after closing every connector {after:.0f}")
+    assert after <= baseline + 16
+
+
+def test_a_producer_of_another_protocol_version_is_refused_with_a_reason(caplog):
+    import logging
+
+    port = free_port()
+    vc_c, kc = kv_setup("kv_consumer", port)
+    sc = RzmqKVConnector(vc_c, KVConnectorRole.SCHEDULER, kc)
+    base = {"do_remote_prefill": True, "remote_request_id": "p", "remote_host": "127.0.0.1", "remote_port": port,
+            "num_tokens": 10, "rzmq_kv_version": 1, "rzmq_compat": sc.scheduler.compat}
+    ok = NS(request_id="a", prompt_token_ids=list(range(10)), kv_transfer_params=dict(base))
+    assert sc.get_num_new_matched_tokens(ok, 0) == (9, False)
+    with caplog.at_level(logging.ERROR, logger="rzmq.vllm.kv"):
+        for params in ({**base, "rzmq_kv_version": 2}, {k: v for k, v in base.items() if k != "rzmq_kv_version"},
+                       {**base, "rzmq_compat": "another-model"}):
+            req = NS(request_id="b", prompt_token_ids=list(range(10)), kv_transfer_params=params)
+            assert sc.get_num_new_matched_tokens(req, 0) == (0, False)  # computed here instead
+    assert sc.stats["requests_refused"] == 3
+    assert "speaks rzmq protocol v2, this instance v1" in caplog.text
+    assert sum("logged once per producer" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_ec_announcement_of_another_version_is_not_used(tmp_path):
+    port = free_port()
+    prod = RzmqECConnector(ec_config("ec_producer", port, tmp_path), ECConnectorRole.WORKER)
+    sched = RzmqECConnector(ec_config("ec_consumer", port, tmp_path), ECConnectorRole.SCHEDULER)
+    try:
+        prod.worker.compat = "another-model"
+        prod.save_caches({"x": torch.ones(2, 2)}, "x")
+        assert wait_until(lambda: sched.stats["announcements_refused"] == 1)
+        assert not sched.has_cache_item("x")  # this instance encodes it itself
+    finally:
+        sched.shutdown()
+        prod.shutdown()
+
+
+def test_kv_stats_reach_vllms_stats_interface_and_prometheus():
+    """get_kv_connector_stats() is what vLLM collects each step; its reduce() is vLLM's log line,
+    and the Prometheus metrics count what it carries."""
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+    layers = ["l0", "l1"]
+    port, prod, cons, src, _ = kv_pair(layers)
+    try:
+        prod.bind_connector_metadata(RzmqKVMetadata(saves=[SaveReq("p", [1, 2], 8)]))
+        for n in layers:
+            prod.save_kv_layer(n, src[n], None)
+        cons.bind_connector_metadata(RzmqKVMetadata(loads=[LoadReq("d", "p", "127.0.0.1", port, [3, 4], 0, 7)]))
+        cons.start_load_kv(None)
+        for n in layers:
+            cons.wait_for_layer_load(n)
+        cons.get_finished(set())
+        s = cons.get_kv_connector_stats()
+        assert isinstance(s, RzmqKVConnector.build_kv_connector_stats().__class__)
+        assert cons.get_kv_connector_stats() is None  # reported once
+        agg = RzmqKVConnector.build_kv_connector_stats(data=s.data).aggregate(prod.get_kv_connector_stats())
+        red = agg.reduce()
+        per_layer = 2 * 2 * 4 * 6 * 4
+        assert red["Num successful transfers"] == 2 and red["MB transferred"] == round(2 * per_layer / 2**20, 3)
+        reg = CollectorRegistry()
+        types = {cls: (lambda cls: lambda *a, **k: cls(*a, registry=reg, **{x: v for x, v in k.items()
+                                                                              if x != "multiprocess_mode"}))(cls)
+                 for cls in (Counter, Gauge, Histogram)}
+        prom = RzmqKVConnector.build_prom_metrics(NS(kv_transfer_config=None), types, ["engine"], {0: ["0"]})
+        prom.observe(agg.data, 0)
+        assert reg.get_sample_value("vllm:rzmq_kv_transfers_total", {"engine": "0"}) == 2
+        assert reg.get_sample_value("vllm:rzmq_kv_bytes_transferred_total", {"engine": "0"}) == 2 * per_layer
+        assert reg.get_sample_value("vllm:rzmq_kv_xfer_time_seconds_count", {"engine": "0"}) == 2
+    finally:
+        cons.shutdown()
+        prod.shutdown()

@@ -1,4 +1,4 @@
-"""vLLM's own disaggregation (EPD) on real vLLM 0.30 CPU engines, with rzmq's connectors and vLLM's.
+"""vLLM's own disaggregation (EPD) on real vLLM CPU engines (0.30 or 0.32), with rzmq's connectors and vLLM's.
 
     disagg.py --venv VENV --model DIR --out DIR [--configs base,epd,...] [--prompt-words N]
 
@@ -240,9 +240,10 @@ def ec_config(connector: str, role: str, host: str, out: str, files: bool, produ
 
 
 def kv_config(connector: str, role: str, host: str, out: str, files: bool) -> list[str]:
-    extra = {"shared_storage_path": os.path.join(out, "kv-files")} if files else {"rdma": "require", "load_timeout": 10}
-    cfg = {"kv_connector": connector, "kv_role": role, "kv_ip": host, "kv_port": KV_PORT,
-           "kv_connector_extra_config": extra}
+    # the producer's address goes in the extra config: vLLM 0.32 has no kv_ip
+    extra = ({"shared_storage_path": os.path.join(out, "kv-files")} if files else
+             {"rdma": "require", "load_timeout": 10, "host": host})
+    cfg = {"kv_connector": connector, "kv_role": role, "kv_port": KV_PORT, "kv_connector_extra_config": extra}
     return ["--kv-transfer-config", json.dumps(cfg)]
 
 
@@ -337,6 +338,26 @@ def run_e_pd(inst, reqs: list[dict], model: str) -> list[dict]:
 METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
 
 
+def rzmq_metrics(host: str, port: int, path: str) -> dict[str, float]:
+    """rzmq's connector metrics (vllm:rzmq_*) in an instance's /metrics, summed over labels; the
+    lines themselves are kept in `path`."""
+    got: dict[str, float] = {}
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as r:
+            lines = [ln for ln in r.read().decode(errors="replace").splitlines() if ln.startswith("vllm:rzmq_")]
+    except (urllib.error.URLError, OSError) as e:
+        return {"error": str(e)}
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    for line in lines:
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        try:
+            got[name] = got.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+        except ValueError:
+            pass
+    return got
+
+
 def metrics(host: str, port: int) -> dict[str, float]:
     """What an instance holds now, from its Prometheus /metrics: requests running and waiting,
     and the share of its KV cache in use (0.0 when no block is held)."""
@@ -390,6 +411,12 @@ def run_kill(inst, model: str, prompt_words: int, side: int) -> list[dict]:
     out = [through_epd(inst, pic, model, kill_after="E"), plain_to("P"),
            through_epd(inst, text, model, kill_after="P"), plain_to("D")]
     return out
+
+
+def scrape_rzmq(inst, out: str) -> dict[str, dict[str, float]]:
+    """Every instance's vllm:rzmq_* metrics, once vLLM has recorded the last step's stats."""
+    time.sleep(2.0)  # the stats of a request's last step travel with the next outputs or the idle tick
+    return {n: rzmq_metrics(inst.host(n), PORTS[n], os.path.join(out, f"metrics-{n}.txt")) for n in inst.procs}
 
 
 def run_base(reqs: list[dict], model: str) -> list[dict]:
@@ -496,6 +523,8 @@ def main() -> int:
                 cpu0 = inst.cpu_seconds()
                 results = run_epd(inst, reqs, args.model, encoder=False, mooncake=name == "pd-mooncake",
                                   nixl=name == "pd-nixl")
+                if name == "pd":
+                    rec["rzmq_metrics"] = scrape_rzmq(inst, out)
             else:
                 files = name == "epd-files"
                 ec, kv = ("ECExampleConnector", "ExampleConnector") if files else ("RzmqECConnector", "RzmqKVConnector")
@@ -537,6 +566,8 @@ def main() -> int:
                     results = run_epd(inst, reqs, args.model)
                     if name in WITH_PD:
                         rec["results_e_pd"] = run_e_pd(inst, reqs, args.model)
+                    if not files:
+                        rec["rzmq_metrics"] = scrape_rzmq(inst, out)
                     if name == "kill":
                         rec["cpu"] = {k: round(v - cpu0.get(k, 0.0), 2) for k, v in inst.cpu_seconds().items()}
                         cpu0 = None

