@@ -9,7 +9,8 @@
 # wheel and torchaudio as env.sh adds them (the tiny Qwen2.5-Omni's processor may import torchaudio).
 # (requests, aiohttp, pillow, filelock: requirements.txt's pins already meet 0.32's floors; the
 # new packages' own requirements are met by requirements.txt's pins.) Keyed by a hash of what it
-# holds; about 7 GB, mostly from pip's cache when env.sh's environment exists.
+# holds and checked at every call (scripts/cache.py); about 7 GB, mostly from pip's cache when
+# env.sh's environment exists.
 # Every call also (re)installs the test-support CPU platform (cpu_platform/: its vLLM trace
 # plugin) and the rzmq wheel from dist/ when one is there.
 #
@@ -31,7 +32,14 @@ VROOT=${RZMQ_REAL_VENV_ROOT:-$HOME/.cache/rzmq}
 VENV="$VROOT/real-vllm032-$KEY"
 say() { echo "[real-env-032] $*" >&2; }
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
-if [ ! -f "$VENV/.complete" ]; then
+# As env.sh: what every call reinstalls is left out of the manifest; the rest must be as made.
+SEAL_EXCLUDE=(--exclude 'lib/python*/site-packages/rzmq/*' --exclude 'lib/python*/site-packages/rzmq-*'
+              --exclude 'lib/python*/site-packages/rzmq_omni_cpu*' --exclude 'bin/rzmq')
+rc=0
+[ -d "$VENV" ] && { python3 "$ROOT/scripts/cache.py" check "$VENV" "$KEY" --quiet || rc=$?; }
+[ -d "$VENV" ] || rc=1
+[ "$rc" = 2 ] && say "$VENV is CORRUPT (above): making it again"
+if [ "$rc" != 0 ]; then
     say "creating $VENV (about 7 GB, a few minutes)"
     rm -rf "$VENV"
     mkdir -p "$VROOT"
@@ -39,7 +47,7 @@ if [ ! -f "$VENV/.complete" ]; then
     requirements > "$VENV/requirements.txt"
     "$VENV/bin/pip" install -q --no-deps -r "$VENV/requirements.txt"
     "$VENV/bin/pip" install -q --no-deps $PINS
-    touch "$VENV/.complete"
+    python3 "$ROOT/scripts/cache.py" seal "$VENV" "$KEY" "${SEAL_EXCLUDE[@]}" 2>/dev/null
     for old in "$VROOT"/real-vllm032-*; do
         [ "$old" = "$VENV" ] || [ ! -d "$old" ] || { say "removing $old"; rm -rf "$old"; }
     done
