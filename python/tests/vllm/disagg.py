@@ -53,6 +53,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "real"))
 from run import NETNS, NETNS_IP, base_env, kill_session, netns_down, netns_up, shm_entries  # noqa: E402
+import refcache  # noqa: E402
 
 PORTS = {"base": 8200, "E": 8201, "P": 8202, "D": 8203, "PD": 8204}
 WITH_PD = {"kill", "epd-netns"}  # configurations with the E -> PD route (a second EC consumer)
@@ -459,6 +460,19 @@ def client_main(args) -> int:
     return 0
 
 
+def base_key(args, reqs: list[dict]) -> str:
+    """What the reference run's outputs depend on: the environment (its directory name carries
+    the hash of its pins), the model's files, the requests, the instance's settings (this file
+    builds its command line) and the test-support plugins loaded into it."""
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "configs", "client", "nixl_path")}
+    settings.pop("venv")
+    return refcache.key(
+        [os.path.basename(os.path.normpath(args.venv)), json.dumps(reqs, sort_keys=True),
+         json.dumps(settings, sort_keys=True), str(MAX_TOKENS)],
+        [os.path.abspath(__file__), os.path.join(HERE, "..", "real", "run.py")],
+        [args.model, os.path.join(HERE, "..", "real", "cpu_platform", "rzmq_omni_cpu")])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--venv", required=True)
@@ -485,6 +499,15 @@ def main() -> int:
     for name in configs:
         out = os.path.join(args.out, name)
         subprocess.run(["rm", "-rf", out])
+        if name == "base":
+            # The stock reference involves no rzmq code: reused from the cache when nothing it
+            # depends on changed (refcache.py; RZMQ_REF_CACHE=0 runs it, as figure runs must).
+            ref_key = base_key(args, reqs)
+            if refcache.restore(f"vllm-base-{os.path.basename(args.venv)}", ref_key, out):
+                with open(os.path.join(out, "result.json")) as f:
+                    status[name] = json.load(f)
+                print(f"[vllm] {name}: reused (key {ref_key})", flush=True)
+                continue
         os.makedirs(out)
         env = {**base_env(), "VLLM_PLUGINS": "rzmq,rzmq_vllm_trace", "RZMQ_VLLM_TEST_FAULTS": "1" if name == "kill" else "0"}
         env_rzmq = {**env, "RZMQ_RDMA_PROVIDER": "soft", "RZMQ_RDMA_LOG": "1"}
@@ -596,6 +619,8 @@ def main() -> int:
             json.dump(rec, f, indent=1)
         status[name] = rec
         print(f"[vllm] {name}: {'ran' if rec['ok'] else 'FAILED'} in {rec['seconds']:.0f} s", flush=True)
+        if name == "base" and rec["ok"] and not rec["shm_left"]:
+            refcache.store(f"vllm-base-{os.path.basename(args.venv)}", ref_key, out)
     import verify
 
     return verify.main([args.out, *configs])
