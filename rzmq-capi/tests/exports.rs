@@ -244,7 +244,7 @@ fn build_draft() -> PathBuf {
     }
     let st = cmd.status().expect("cargo runs");
     assert!(st.success(), "building the draft libzmq.so failed: {st}");
-    let lib = target.join(&profile).join("libzmq.so");
+    let lib = target.join(profile).join("libzmq.so");
     assert!(lib.exists(), "{} was not built", lib.display());
     lib
 }

@@ -316,7 +316,8 @@ impl Session {
                 // closed stream, whose reset can discard what the peer has not read yet.
                 let drained = p.from_socket.is_finished()
                     && self.engine.as_ref().is_none_or(|e| {
-                        !e.has_output() && !(self.phase == Phase::Up && e.upgrade_settling())
+                        let settling = self.phase == Phase::Up && e.upgrade_settling();
+                        !e.has_output() && !settling
                     });
                 if drained {
                     Fate::Remove
