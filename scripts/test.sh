@@ -39,9 +39,9 @@ want() { case ",$PARTS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 echo "[test] parts: ${PARTS:-none}"
 
 # The test profile (Cargo.toml, [profile.test-release]): release's optimisation without its
-# link-time optimisation, which every test binary paid again (about two thirds of the test
-# build). The shipped library (target/release/libzmq.so) is still built with the release
-# profile, and the compatibility suites below run against it.
+# link-time optimisation, which every test binary paid again at link time. The shipped library
+# (target/release/libzmq.so) is still built with the release profile, and the compatibility
+# suites below run against it.
 PROFILE=test-release
 
 SUMMARY=()
