@@ -36,6 +36,7 @@ use crate::provider::{
 use crate::region::Region;
 use crate::ring::{Kind, Op, Ring, RingConfig, RingError, RingStats, MAILBOX_LEN};
 use crate::rndv::{Descriptor, Inbox, Pool, PoolBuf, RndvSender, DESC_LEN};
+use crate::wire::{self, Layout, Reader, WireError, Writer};
 
 /// The registration cache's counters ([`Stats::mr_cache`]).
 pub use crate::mr_cache::CacheStats;
@@ -134,46 +135,53 @@ pub struct ConnectInfo {
     pub recv_depth: u32,
 }
 
-const CI_MAGIC: &[u8; 4] = b"RZRD";
-const CI_FIXED: usize = 4 + 1 + 8 + 4 + 4 + 8 + 4 + 4;
+/// Bytes of connect information before its endpoint.
+const CI_FIXED: usize = 5 + 8 + 4 + 4 + 8 + 4 + 4;
 
-impl ConnectInfo {
-    /// Wire form: `"RZRD"`, version 1, the fields little-endian, then the endpoint bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(CI_FIXED + 64);
-        v.extend_from_slice(CI_MAGIC);
-        v.push(1);
-        v.extend_from_slice(&self.ring_addr.to_le_bytes());
-        v.extend_from_slice(&self.ring_rkey.to_le_bytes());
-        v.extend_from_slice(&self.ring_size.to_le_bytes());
-        v.extend_from_slice(&self.mailbox_addr.to_le_bytes());
-        v.extend_from_slice(&self.mailbox_rkey.to_le_bytes());
-        v.extend_from_slice(&self.recv_depth.to_le_bytes());
-        v.extend_from_slice(&self.endpoint.to_bytes());
-        v
+impl Layout for ConnectInfo {
+    const NAME: &'static str = "RDMA connect info";
+
+    fn encoded_len(&self) -> usize {
+        CI_FIXED + self.endpoint.encoded_len()
     }
 
-    /// Parses [`ConnectInfo::to_bytes`]' output; never panics.
-    pub fn from_bytes(b: &[u8]) -> Result<ConnectInfo, DataPathError> {
-        let bad = DataPathError::Setup("malformed connect info");
-        if b.len() < CI_FIXED || &b[..4] != CI_MAGIC || b[4] != 1 {
-            return Err(bad);
-        }
-        let u64at = |o: usize| {
-            let mut x = [0u8; 8];
-            x.copy_from_slice(&b[o..o + 8]);
-            u64::from_le_bytes(x)
-        };
-        let u32at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+    /// The blob header ([`wire::MAGIC`], [`wire::VERSION`]), ring address, rkey and size, mailbox
+    /// address and rkey, receives posted, then the [`Endpoint`].
+    fn encode(&self, w: &mut Writer<'_>) {
+        w.header();
+        w.u64(self.ring_addr);
+        w.u32(self.ring_rkey);
+        w.u32(self.ring_size);
+        w.u64(self.mailbox_addr);
+        w.u32(self.mailbox_rkey);
+        w.u32(self.recv_depth);
+        self.endpoint.encode(w);
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<ConnectInfo, WireError> {
+        r.header()?;
         Ok(ConnectInfo {
-            ring_addr: u64at(5),
-            ring_rkey: u32at(13),
-            ring_size: u32at(17),
-            mailbox_addr: u64at(21),
-            mailbox_rkey: u32at(29),
-            recv_depth: u32at(33),
-            endpoint: Endpoint::from_bytes(&b[CI_FIXED..])?,
+            ring_addr: r.u64()?,
+            ring_rkey: r.u32()?,
+            ring_size: r.u32()?,
+            mailbox_addr: r.u64()?,
+            mailbox_rkey: r.u32()?,
+            recv_depth: r.u32()?,
+            endpoint: Endpoint::decode(r)?,
         })
+    }
+}
+
+impl ConnectInfo {
+    /// The upgrade blob (`RZMQ-UP-EP`'s payload; [`crate::wire`], docs/RDMA.md).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        wire::to_vec(self)
+    }
+
+    /// Parses [`ConnectInfo::to_bytes`]' output, all of it; never panics. A blob of another
+    /// wire version is [`WireError::Version`].
+    pub fn from_bytes(b: &[u8]) -> Result<ConnectInfo, DataPathError> {
+        Ok(wire::from_bytes(b)?)
     }
 }
 
@@ -195,8 +203,10 @@ pub enum DataPathError {
     Ring(RingError),
     /// The peer broke the rendezvous protocol.
     Rndv(RndvError),
-    /// Setup could not proceed (bad connect info, unsuitable device).
+    /// Setup could not proceed (unsuitable device, calls out of order).
     Setup(&'static str),
+    /// The peer's connect information does not decode, or is of another wire version.
+    Wire(WireError),
     /// The data path failed earlier; it is unusable.
     Failed,
 }
@@ -212,6 +222,7 @@ impl fmt::Display for DataPathError {
             DataPathError::Ring(e) => write!(f, "{e}"),
             DataPathError::Rndv(e) => write!(f, "{e}"),
             DataPathError::Setup(w) => write!(f, "RDMA setup: {w}"),
+            DataPathError::Wire(e) => write!(f, "RDMA setup: {e}"),
             DataPathError::Failed => f.write_str("RDMA data path failed earlier"),
         }
     }
@@ -237,6 +248,11 @@ impl From<RingError> for DataPathError {
 impl From<RndvError> for DataPathError {
     fn from(e: RndvError) -> Self {
         DataPathError::Rndv(e)
+    }
+}
+impl From<WireError> for DataPathError {
+    fn from(e: WireError) -> Self {
+        DataPathError::Wire(e)
     }
 }
 
@@ -882,9 +898,6 @@ impl DataPath {
                     self.inbox.push_ready(m);
                 }
                 Kind::Rndv => {
-                    if rec.data.len() != DESC_LEN {
-                        return Err(RndvError::Protocol("descriptor length").into());
-                    }
                     let d = Descriptor::decode(rec.data)?;
                     self.last_desc = Some((d.addr, d.len, d.rkey));
                     if d.len > 1 << 31 {
@@ -1127,7 +1140,61 @@ mod tests {
             recv_depth: 64,
         };
         assert_eq!(ConnectInfo::from_bytes(&ci.to_bytes()).unwrap(), ci);
-        assert!(ConnectInfo::from_bytes(&ci.to_bytes()[..20]).is_err());
+        assert!(matches!(
+            ConnectInfo::from_bytes(&ci.to_bytes()[..20]),
+            Err(DataPathError::Wire(WireError::Truncated { .. }))
+        ));
+    }
+
+    /// A blob as rzmq-rdma of wire version 1 wrote it: the fields little-endian, the endpoint
+    /// behind its own magic `RQ` and version, big-endian.
+    fn version_1_blob() -> Vec<u8> {
+        let mut v = b"RZRD".to_vec();
+        v.push(1);
+        v.extend_from_slice(&0x1000u64.to_le_bytes());
+        v.extend_from_slice(&7u32.to_le_bytes());
+        v.extend_from_slice(&(1u32 << 20).to_le_bytes());
+        v.extend_from_slice(&0x2000u64.to_le_bytes());
+        v.extend_from_slice(&8u32.to_le_bytes());
+        v.extend_from_slice(&64u32.to_le_bytes());
+        v.extend_from_slice(b"RQ");
+        v.extend_from_slice(&[1, 1]); // endpoint version 1, provider soft
+        v.extend_from_slice(&5u32.to_be_bytes());
+        v.extend_from_slice(&6u32.to_be_bytes());
+        v.extend_from_slice(&0u16.to_be_bytes());
+        v.extend_from_slice(&[0; 16]);
+        v.push(Mtu::M4096 as u32 as u8);
+        v.extend_from_slice(&3u16.to_be_bytes());
+        v.extend_from_slice(&[1, 2, 3]);
+        v
+    }
+
+    #[test]
+    fn a_peer_of_another_wire_version_is_refused_not_misparsed() {
+        let e = ConnectInfo::from_bytes(&version_1_blob()).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                DataPathError::Wire(WireError::Version {
+                    peer: 1,
+                    ours: wire::VERSION,
+                    ..
+                })
+            ),
+            "{e:?}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("version 1") && text.contains(&format!("speaks {}", wire::VERSION)),
+            "{text}"
+        );
+        // A later version is refused alike.
+        let mut later = version_1_blob();
+        later[4] = wire::VERSION + 1;
+        assert!(matches!(
+            ConnectInfo::from_bytes(&later),
+            Err(DataPathError::Wire(WireError::Version { .. }))
+        ));
     }
 
     #[test]
@@ -1136,5 +1203,52 @@ mod tests {
         assert_eq!(w >> 56, T_READ);
         assert_eq!((w >> 40) & 0xffff, 17);
         assert_eq!(w & 0xff_ffff_ffff, 0x12_3456_789a);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn connect_info_round_trips(endpoint in crate::provider::tests::endpoint(),
+                                    f in proptest::prelude::any::<(u64, u32, u32, u64, u32, u32)>()) {
+            let ci = ConnectInfo {
+                endpoint,
+                ring_addr: f.0,
+                ring_rkey: f.1,
+                ring_size: f.2,
+                mailbox_addr: f.3,
+                mailbox_rkey: f.4,
+                recv_depth: f.5,
+            };
+            proptest::prop_assert_eq!(ConnectInfo::from_bytes(&ci.to_bytes()).ok(), Some(ci));
+        }
+
+        #[test]
+        fn damaged_blobs_never_panic(endpoint in crate::provider::tests::endpoint(),
+                                     hits in proptest::collection::vec(proptest::prelude::any::<(usize, u8)>(), 1..4),
+                                     cut in 0usize..8) {
+            let ci = ConnectInfo {
+                endpoint,
+                ring_addr: 1,
+                ring_rkey: 2,
+                ring_size: 3,
+                mailbox_addr: 4,
+                mailbox_rkey: 5,
+                recv_depth: 6,
+            };
+            let mut b = ci.to_bytes();
+            for (at, byte) in hits {
+                let i = at % b.len();
+                b[i] = byte;
+            }
+            b.truncate(b.len().saturating_sub(cut));
+            // Whatever parses is exactly the blob its bytes encode.
+            if let Ok(got) = ConnectInfo::from_bytes(&b) {
+                proptest::prop_assert_eq!(got.to_bytes(), b);
+            }
+        }
+
+        #[test]
+        fn any_bytes_never_panic(b in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..120)) {
+            let _ = ConnectInfo::from_bytes(&b);
+        }
     }
 }

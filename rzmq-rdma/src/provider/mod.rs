@@ -32,6 +32,8 @@ use std::io;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
+use crate::wire::{self, Layout, Reader, WireError, Writer};
+
 /// A provider-level result.
 pub type Result<T> = std::result::Result<T, Error>;
 
@@ -130,6 +132,8 @@ pub enum Error {
     CqOverrun,
     /// A serialised endpoint descriptor was malformed or from another provider.
     Descriptor(&'static str),
+    /// Connect information from a peer that does not decode ([`crate::wire`]).
+    Wire(WireError),
     /// A verbs call failed with an errno.
     Verbs {
         /// The libibverbs function.
@@ -162,7 +166,8 @@ impl Error {
             | Error::TooManySge { .. }
             | Error::InvalidState { .. }
             | Error::InvalidTransition { .. }
-            | Error::Descriptor(_) => libc::EINVAL,
+            | Error::Descriptor(_)
+            | Error::Wire(_) => libc::EINVAL,
             Error::QueueFull { .. } => libc::ENOMEM,
             Error::CqOverrun => libc::EOVERFLOW,
             Error::Verbs { errno, .. } => *errno,
@@ -196,6 +201,7 @@ impl fmt::Display for Error {
             }
             Error::CqOverrun => f.write_str("completion queue overrun"),
             Error::Descriptor(why) => write!(f, "bad endpoint descriptor: {why}"),
+            Error::Wire(e) => write!(f, "bad endpoint descriptor: {e}"),
             Error::Verbs { call, errno } => {
                 write!(f, "{call} failed: {}", io::Error::from_raw_os_error(*errno))
             }
@@ -216,6 +222,12 @@ impl std::error::Error for Error {
 impl From<io::Error> for Error {
     fn from(e: io::Error) -> Error {
         Error::Io(e)
+    }
+}
+
+impl From<WireError> for Error {
+    fn from(e: WireError) -> Error {
+        Error::Wire(e)
     }
 }
 
@@ -834,64 +846,60 @@ pub struct Endpoint {
     pub extra: Vec<u8>,
 }
 
-const EP_MAGIC: &[u8; 2] = b"RQ";
-const EP_VERSION: u8 = 1;
-const EP_FIXED: usize = 2 + 1 + 1 + 4 + 4 + 2 + 16 + 1 + 2;
+/// Bytes of an endpoint before its provider part.
+const EP_FIXED: usize = 1 + 4 + 4 + 2 + 16 + 1 + 2;
 
-impl Endpoint {
-    /// The descriptor's wire form: `"RQ"`, version, provider, qpn, psn, lid, gid, mtu, extra
-    /// (u16 length + bytes); integers big-endian.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(EP_FIXED + self.extra.len());
-        v.extend_from_slice(EP_MAGIC);
-        v.push(EP_VERSION);
-        v.push(self.provider.wire_id());
-        v.extend_from_slice(&self.qpn.to_be_bytes());
-        v.extend_from_slice(&self.psn.to_be_bytes());
-        v.extend_from_slice(&self.lid.to_be_bytes());
-        v.extend_from_slice(&self.gid.0);
-        v.push(self.mtu as u32 as u8);
-        let n = self.extra.len().min(u16::MAX as usize);
-        v.extend_from_slice(&(n as u16).to_be_bytes());
-        v.extend_from_slice(&self.extra[..n]);
-        v
+impl Layout for Endpoint {
+    const NAME: &'static str = "endpoint";
+
+    fn encoded_len(&self) -> usize {
+        EP_FIXED + self.extra.len().min(usize::from(u16::MAX))
     }
 
-    /// Parses [`Endpoint::to_bytes`]' output; never panics on hostile input.
-    pub fn from_bytes(b: &[u8]) -> Result<Endpoint> {
-        if b.len() < EP_FIXED {
-            return Err(Error::Descriptor("too short"));
-        }
-        if &b[0..2] != EP_MAGIC {
-            return Err(Error::Descriptor("bad magic"));
-        }
-        if b[2] != EP_VERSION {
-            return Err(Error::Descriptor("unknown version"));
-        }
-        let provider = ProviderKind::from_wire_id(b[3]).ok_or(Error::Descriptor("provider"))?;
-        let u32at = |o: usize| u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
-        let qpn = u32at(4);
-        let psn = u32at(8);
+    /// provider, qpn, psn, lid, gid, mtu, then the provider's part after its `u16` length.
+    fn encode(&self, w: &mut Writer<'_>) {
+        w.u8(self.provider.wire_id());
+        w.u32(self.qpn);
+        w.u32(self.psn);
+        w.u16(self.lid);
+        w.put(&self.gid.0);
+        w.u8(self.mtu as u32 as u8);
+        w.bytes16(&self.extra);
+    }
+
+    fn decode(r: &mut Reader<'_>) -> std::result::Result<Endpoint, WireError> {
+        let provider = ProviderKind::from_wire_id(r.u8()?).ok_or(r.invalid("provider"))?;
+        let qpn = r.u32()?;
+        let psn = r.u32()?;
         if psn > 0xFF_FFFF || qpn > 0xFF_FFFF {
-            return Err(Error::Descriptor("qpn/psn wider than 24 bits"));
+            return Err(r.invalid("qpn/psn wider than 24 bits"));
         }
-        let lid = u16::from_be_bytes([b[12], b[13]]);
-        let mut gid = [0u8; 16];
-        gid.copy_from_slice(&b[14..30]);
-        let mtu = Mtu::from_raw(u32::from(b[30])).ok_or(Error::Descriptor("mtu"))?;
-        let n = u16::from_be_bytes([b[31], b[32]]) as usize;
-        if b.len() != EP_FIXED + n {
-            return Err(Error::Descriptor("length mismatch"));
-        }
+        let lid = r.u16()?;
+        let gid = Gid(r.array()?);
+        let mtu = Mtu::from_raw(u32::from(r.u8()?)).ok_or(r.invalid("mtu"))?;
+        let extra = r.bytes16()?.to_vec();
         Ok(Endpoint {
             provider,
             qpn,
             psn,
             lid,
-            gid: Gid(gid),
+            gid,
             mtu,
-            extra: b[EP_FIXED..].to_vec(),
+            extra,
         })
+    }
+}
+
+impl Endpoint {
+    /// The endpoint's bytes alone ([`crate::wire`]; inside the upgrade blob it follows the
+    /// blob's header and fields).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        wire::to_vec(self)
+    }
+
+    /// Parses [`Endpoint::to_bytes`]' output, all of it; never panics on hostile input.
+    pub fn from_bytes(b: &[u8]) -> std::result::Result<Endpoint, WireError> {
+        wire::from_bytes(b)
     }
 }
 
@@ -1054,7 +1062,7 @@ pub trait Qp: Send + Sync {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -1071,13 +1079,21 @@ mod tests {
         };
         let b = ep.to_bytes();
         assert_eq!(Endpoint::from_bytes(&b).unwrap(), ep);
-        assert!(Endpoint::from_bytes(&b[..b.len() - 1]).is_err());
+        assert!(matches!(
+            Endpoint::from_bytes(&b[..b.len() - 1]),
+            Err(WireError::Truncated { .. })
+        ));
         let mut bad = b.clone();
-        bad[3] = 9;
+        bad[0] = 9;
         assert!(matches!(
             Endpoint::from_bytes(&bad),
-            Err(Error::Descriptor(_))
+            Err(WireError::Invalid {
+                field: "provider",
+                ..
+            })
         ));
+        // Little-endian, as every layout of the wire: qpn 0x12345 after the provider byte.
+        assert_eq!(&b[1..5], &[0x45, 0x23, 0x01, 0x00]);
     }
 
     #[test]
@@ -1098,10 +1114,56 @@ mod tests {
         assert_eq!(Mtu::M1024.bytes(), 1024);
     }
 
+    /// Any endpoint the wire can carry (24-bit QPN and PSN, `extra` of up to 80 bytes).
+    pub(crate) fn endpoint() -> impl Strategy<Value = Endpoint> {
+        (
+            prop_oneof![
+                Just(ProviderKind::Soft),
+                Just(ProviderKind::Ibverbs),
+                Just(ProviderKind::Loopback)
+            ],
+            0u32..=0xff_ffff,
+            0u32..=0xff_ffff,
+            any::<u16>(),
+            any::<[u8; 16]>(),
+            1u32..=5,
+            proptest::collection::vec(any::<u8>(), 0..80),
+        )
+            .prop_map(|(provider, qpn, psn, lid, gid, mtu, extra)| Endpoint {
+                provider,
+                qpn,
+                psn,
+                lid,
+                gid: Gid(gid),
+                mtu: Mtu::from_raw(mtu).unwrap(),
+                extra,
+            })
+    }
+
     proptest! {
         #[test]
+        fn endpoint_round_trips(ep in endpoint()) {
+            prop_assert_eq!(Endpoint::from_bytes(&ep.to_bytes()), Ok(ep));
+        }
+
+        #[test]
         fn endpoint_parse_never_panics(b in proptest::collection::vec(any::<u8>(), 0..80)) {
-            let _ = Endpoint::from_bytes(&b);
+            // Whatever parses is exactly the endpoint its bytes encode.
+            if let Ok(ep) = Endpoint::from_bytes(&b) {
+                prop_assert_eq!(ep.to_bytes(), b);
+            }
+        }
+
+        #[test]
+        fn damaged_endpoints_never_panic(ep in endpoint(), at in any::<usize>(), byte: u8,
+                                         cut in any::<usize>()) {
+            let mut b = ep.to_bytes();
+            let i = at % b.len();
+            b[i] = byte;
+            b.truncate(b.len() - cut % 4);
+            if let Ok(e) = Endpoint::from_bytes(&b) {
+                prop_assert_eq!(e.to_bytes(), b);
+            }
         }
     }
 }
