@@ -7,7 +7,7 @@ use std::sync::Arc;
 pub(super) const META_REF_BATCH: usize = 256;
 
 /// A connection's properties as its I/O thread attaches them to every frame it receives, from
-/// references taken in batches (as [`RecvBuf`] does for its storage). A plain `Arc` clone per
+/// references taken in batches (as [`RecvBuf`](super::RecvBuf) does for its storage). A plain `Arc` clone per
 /// frame on the I/O thread, with the application dropping each frame on its own core, moves the
 /// count's cache line between the two cores twice per message; with a batch, the I/O thread
 /// touches it once per [`META_REF_BATCH`] frames.
@@ -69,7 +69,8 @@ impl Drop for MetaRefs {
 ///
 /// A message with a group holds, in the same slot, a *group layer*: a `Metadata` with no
 /// properties of its own, the group, and the connection's properties beneath it (`conn`). Only
-/// `msg.rs` ever builds or sees a layer: [`Msg::metadata`] returns what lies beneath.
+/// `msg/` ever builds or sees a layer: [`Msg::metadata`](super::Msg::metadata) returns what lies
+/// beneath.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Metadata {
     pub(super) props: Vec<(String, Vec<u8>)>,

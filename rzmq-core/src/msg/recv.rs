@@ -61,7 +61,7 @@ impl Drop for RecvRef {
 /// How many references a [`RecvBuf`] takes from the count at once.
 pub(super) const RECV_REF_BATCH: usize = 1024;
 
-/// A decoder's receive buffer. Frames are sliced from it as [`Msg`]s sharing its storage; the
+/// A decoder's receive buffer. Frames are sliced from it as [`Msg`](super::Msg)s sharing its storage; the
 /// buffer takes references from the shared count in batches of `RECV_REF_BATCH` (1024), so a slice
 /// costs no atomic operation and the application thread's drops (one atomic decrement each) do
 /// not contend with the I/O thread for the count's cache line on every frame.
