@@ -21,7 +21,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rzmq_core::poll::{poll_registered, PollItem, Pollable};
-use rzmq_core::socket::{WakeFd, Waiters};
+use rzmq_core::socket::{Waiters, WakeFd};
 use rzmq_core::Error;
 
 use crate::errno::call;

@@ -60,7 +60,10 @@ fn pair(ctx: *mut c_void) -> (*mut c_void, *mut c_void) {
         set_int(s, RCVTIMEO, 10_000);
     }
     // SAFETY: live socket and string.
-    assert_eq!(unsafe { zmq_bind(server, c"tcp://127.0.0.1:*".as_ptr()) }, 0);
+    assert_eq!(
+        unsafe { zmq_bind(server, c"tcp://127.0.0.1:*".as_ptr()) },
+        0
+    );
     let mut ep = [0u8; 64];
     let mut len = ep.len();
     // SAFETY: ep holds len bytes.

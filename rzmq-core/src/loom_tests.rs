@@ -18,9 +18,9 @@ use loom::thread;
 
 use crate::byteq;
 use crate::direct::{DirectTx, Notify, Sent, Target};
+use crate::error::Error;
 use crate::msg::Msg;
 use crate::pipe::{self, WriteError};
-use crate::error::Error;
 use crate::signal::{Mailbox, Signaler, WaitSet};
 use crate::spsc;
 use crate::sync::cell::UnsafeCell;

@@ -10,7 +10,7 @@ use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::socket::{Socket, ThreadSafeSocket, WakeFd, Waiters, POLLIN, POLLOUT};
+use crate::socket::{Socket, ThreadSafeSocket, Waiters, WakeFd, POLLIN, POLLOUT};
 
 /// Readiness for reading (`ZMQ_POLLIN`).
 pub const ZMQ_POLLIN: i16 = POLLIN;
@@ -112,16 +112,18 @@ pub fn poll_masked(
     let mut wakes = Vec::new();
     let mut fds = Vec::with_capacity(items.len());
     for it in items.iter() {
-        fds.push(match it.socket.as_ref().map(|s| s.poll_wake()).transpose()? {
-            Some(PollWake::Waiters(w)) => {
-                if !wakes.iter().any(|x: &Waiters| x.same_socket(&w)) {
-                    wakes.push(w);
+        fds.push(
+            match it.socket.as_ref().map(|s| s.poll_wake()).transpose()? {
+                Some(PollWake::Waiters(w)) => {
+                    if !wakes.iter().any(|x: &Waiters| x.same_socket(&w)) {
+                        wakes.push(w);
+                    }
+                    -1
                 }
-                -1
-            }
-            Some(PollWake::Fd(fd)) => fd,
-            None => it.fd,
-        });
+                Some(PollWake::Fd(fd)) => fd,
+                None => it.fd,
+            },
+        );
     }
     if wakes.is_empty() {
         return poll_inner(items, &fds, timeout, sigmask, None);
@@ -148,16 +150,18 @@ pub fn poll_registered(
 ) -> Result<usize> {
     let mut fds = Vec::with_capacity(items.len());
     for it in items.iter() {
-        fds.push(match it.socket.as_ref().map(|s| s.poll_wake()).transpose()? {
-            Some(PollWake::Waiters(_)) => {
-                if wake.is_none() {
-                    return Err(Error::Inval);
+        fds.push(
+            match it.socket.as_ref().map(|s| s.poll_wake()).transpose()? {
+                Some(PollWake::Waiters(_)) => {
+                    if wake.is_none() {
+                        return Err(Error::Inval);
+                    }
+                    -1
                 }
-                -1
-            }
-            Some(PollWake::Fd(fd)) => fd,
-            None => it.fd,
-        });
+                Some(PollWake::Fd(fd)) => fd,
+                None => it.fd,
+            },
+        );
     }
     poll_inner(items, &fds, timeout, None, wake)
 }

@@ -28,7 +28,7 @@ mod safe;
 
 use endpoints::{EndpointHandle, EndpointRec};
 use recv::RxSize;
-pub use safe::{Direction, SocketGuard, ThreadSafeSocket, WakeFd, Waiters};
+pub use safe::{Direction, SocketGuard, ThreadSafeSocket, Waiters, WakeFd};
 
 pub use crate::options::{DONTWAIT, SNDMORE};
 

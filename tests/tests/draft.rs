@@ -302,7 +302,11 @@ fn thread_safe_sockets_have_no_fd_and_wrap_only_their_types() {
         let mut s = sock(&ctx, ty);
         assert!(s.get_option(opt::FD).is_ok(), "{ty:?}");
         assert!(s.waiters().is_none(), "{ty:?}");
-        assert_eq!(ThreadSafeSocket::new(s).unwrap_err(), Error::Inval, "{ty:?}");
+        assert_eq!(
+            ThreadSafeSocket::new(s).unwrap_err(),
+            Error::Inval,
+            "{ty:?}"
+        );
     }
 }
 
@@ -314,7 +318,7 @@ fn thread_safe_server_serves_four_blocked_receivers() {
     for tr in TRANSPORTS {
         let ctx = Context::new();
         let (server, mut client) = shared_server(&ctx, tr, "ts4");
-        let rounds = 50;
+        let rounds: u32 = 50;
         let receivers: Vec<_> = (0..4)
             .map(|_| {
                 let s = server.clone();
@@ -334,9 +338,9 @@ fn thread_safe_server_serves_four_blocked_receivers() {
             })
             .collect();
         for i in 0..rounds {
-            client.send(Msg::copy_from(&(i as u32).to_le_bytes()), 0).unwrap();
+            client.send(Msg::copy_from(&i.to_le_bytes()), 0).unwrap();
             let back = client.recv_msg(0).unwrap();
-            assert_eq!(back.data(), (i as u32).to_le_bytes(), "{tr}");
+            assert_eq!(back.data(), i.to_le_bytes(), "{tr}");
         }
         for _ in 0..4 {
             client.send("stop", 0).unwrap();
@@ -387,11 +391,19 @@ fn thread_safe_pollers_each_get_their_wake_up() {
 fn thread_safe_blocked_calls_end_on_timeout_term_and_close() {
     let ctx = Context::new();
     let (server, _client) = shared_server(&ctx, "inproc", "tsend");
-    server.lock().unwrap().set_option_i32(opt::RCVTIMEO, 50).unwrap();
+    server
+        .lock()
+        .unwrap()
+        .set_option_i32(opt::RCVTIMEO, 50)
+        .unwrap();
     let t0 = Instant::now();
     assert_eq!(server.recv_msg(0).unwrap_err(), Error::Again);
     assert!(t0.elapsed() >= Duration::from_millis(50));
-    server.lock().unwrap().set_option_i32(opt::RCVTIMEO, -1).unwrap();
+    server
+        .lock()
+        .unwrap()
+        .set_option_i32(opt::RCVTIMEO, -1)
+        .unwrap();
 
     let s = server.clone();
     let blocked = std::thread::spawn(move || s.recv_msg(0).unwrap_err());
@@ -403,7 +415,11 @@ fn thread_safe_blocked_calls_end_on_timeout_term_and_close() {
 
     let ctx2 = Context::new();
     let (server, client) = shared_server(&ctx2, "inproc", "tsterm");
-    server.lock().unwrap().set_option_i32(opt::RCVTIMEO, -1).unwrap();
+    server
+        .lock()
+        .unwrap()
+        .set_option_i32(opt::RCVTIMEO, -1)
+        .unwrap();
     let s = server.clone();
     let blocked = std::thread::spawn(move || {
         let e = s.recv_msg(0).unwrap_err();

@@ -8,11 +8,11 @@ use crate::wire::{self, Layout, Reader, WireError, Writer};
 /// Which implementation of the verbs surface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProviderKind {
-    /// The userspace RC NIC ([`soft`]).
+    /// The userspace RC NIC ([`soft`](super::soft)).
     Soft,
     /// libibverbs through rdma-mummy-sys (`ibverbs` feature).
     Ibverbs,
-    /// QPs of one process whose wire costs nothing ([`loopback`], for measuring the engine).
+    /// QPs of one process whose wire costs nothing ([`loopback`](super::loopback), for measuring the engine).
     Loopback,
 }
 

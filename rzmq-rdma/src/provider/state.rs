@@ -67,7 +67,7 @@ impl Default for QpCaps {
     }
 }
 
-/// Attributes for [`Qp::modify`]; each variant is one legal transition with the attributes (and,
+/// Attributes for [`Qp::modify`](super::Qp::modify); each variant is one legal transition with the attributes (and,
 /// for ibverbs, the attribute mask) it requires.
 #[derive(Debug, Clone)]
 pub enum ModifyQp {

@@ -183,7 +183,7 @@ pub trait Qp: Send + Sync {
     /// the WRs are accepted and complete with `WR_FLUSH_ERR`.
     ///
     /// # Safety
-    /// For WRs with [`SendFlags::INLINE`] every SGE range must be readable memory for the
+    /// For WRs with [`SendFlags::INLINE`](super::SendFlags::INLINE) every SGE range must be readable memory for the
     /// duration of the call (it is copied, lkeys are not checked, as in ibverbs). Other SGEs are
     /// checked against registered MRs by the NIC (a bad one completes with `LOC_PROT_ERR`); their
     /// memory must not be reused until the WR completes.
