@@ -48,19 +48,18 @@ SUMMARY=()
 # Runs one part and prints its wall time and the CPU time of everything it ran.
 part() {
   local t0=$SECONDS c0 c1
-  c0=$(cpu_children)
+  cpu_children
+  c0=$CPU_CHILDREN
   "$@"
-  c1=$(cpu_children)
+  cpu_children
+  c1=$CPU_CHILDREN
   local line
   line=$(printf '%5d s wall %6d s cpu  %s' $((SECONDS - t0)) $((c1 - c0)) "$*" | cut -c1-140)
   echo "[test] $line"
   SUMMARY+=("$line")
 }
-# User + system seconds of this shell's waited-for children (bash's `times`, second line).
-cpu_children() {
-  times | tail -1 | awk '{ split($1, u, "m"); split($2, s, "m");
-    printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }'
-}
+# shellcheck source=scripts/cpu-time.sh
+source scripts/cpu-time.sh
 
 # The libraries every part uses: target/release/libzmq.so, libibverbs_soft.so.
 part cargo build --release --workspace
