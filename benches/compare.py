@@ -34,7 +34,9 @@ docs/BENCHMARKS.md between the compare markers.
 `--baseline DIR` measures an earlier build in the same rounds (before/after of a change, on the
 same noisy machine): DIR holds that build's `libzmq.so` and its native perf examples
 (`local_thr`, `remote_thr`, `local_lat`, `remote_lat`, `inproc_thr`, `inproc_lat` from
-target/release), run as `rzmq-native@base` and `rzmq-capi@base`.
+target/release), run as `rzmq-native@base` and `rzmq-capi@base`; where DIR also holds the RDMA
+examples (`rdma_local_thr`, `rdma_remote_thr`, `rdma_local_lat`, `rdma_remote_lat`), they run
+as `rzmq-rdma-soft@base` (and that build's `libzmq.so` as `rzmq-capi-rdma-soft@base`).
 
 `--scale` runs instead the cost-as-work-grows rows of issue 30 (`benches/scale/scale.c`, compiled
 once against zmq.h and run on libzmq and, through LD_PRELOAD, on rzmq's C ABI): PUB to 1, 10 and
@@ -575,6 +577,11 @@ def main():
         impls["rzmq-native@base"] = ({r: [os.path.join(d, r)] for r in ROLES}, {}, ["tcp", "ipc", "inproc"], False)
         impls["rzmq-capi@base"] = (libzmq_tools(), {"LD_PRELOAD": os.path.join(d, "libzmq.so"), "RZMQ_RDMA": "off"},
                                    ["tcp", "ipc", "inproc"], False)
+        if all(os.path.exists(os.path.join(d, "rdma_" + r)) for r in ROLES[:4]):
+            impls["rzmq-rdma-soft@base"] = ({r: [os.path.join(d, "rdma_" + r)] for r in ROLES[:4]}, dict(RDMA_ENV),
+                                            ["tcp"], True)
+            impls["rzmq-capi-rdma-soft@base"] = (libzmq_tools(), dict(RDMA_ENV, LD_PRELOAD=os.path.join(d, "libzmq.so")),
+                                                 ["tcp"], True)
         a.no_write = True
     if a.only:
         keep = set(a.only.split(",")) | {"libzmq"}

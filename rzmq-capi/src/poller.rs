@@ -8,17 +8,20 @@
 //! `ENOTSOCK` for a bad socket, `EBADF` for fd -1, `EINVAL` for a double add, a modify or
 //! remove of something not registered and unknown event bits, `EAGAIN` when the time runs out.
 //!
-//! `zmq_poller_fd` exists, as in libzmq, once a thread-safe socket (the DRAFT types but DGRAM) has been
-//! added: it is an epoll descriptor over those sockets' `ZMQ_FD`s, readable when one of them
-//! may have become ready.
+//! A thread-safe socket (the DRAFT types but DGRAM) has no `ZMQ_FD`: as libzmq's poller, the
+//! first one added gives the poller a signaler of its own (rzmq-core's [`WakeFd`]), registered
+//! with every thread-safe socket added, so a command for one of them wakes this poller and no
+//! other thread can take that wake-up. `zmq_poller_fd` is that signaler's eventfd (`EINVAL`
+//! before a thread-safe socket was added, as libzmq).
 
 use std::ffi::{c_int, c_long, c_short, c_void};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use rzmq_core::poll::{poll, PollItem, Pollable};
+use rzmq_core::poll::{poll_registered, PollItem, Pollable};
+use rzmq_core::socket::{Waiters, WakeFd};
 use rzmq_core::Error;
 
 use crate::errno::call;
@@ -61,8 +64,21 @@ struct Item {
 #[derive(Default)]
 struct PollerState {
     items: Vec<Item>,
-    /// The `zmq_poller_fd` descriptor, made when the first thread-safe socket is added.
-    signaler: Option<OwnedFd>,
+    /// The poller's own wake-up (`zmq_poller_fd`), made when the first thread-safe socket is
+    /// added.
+    signaler: Option<WakeFd>,
+    /// The thread-safe sockets it is registered with, by handle address.
+    registered: Vec<(usize, Waiters)>,
+}
+
+impl Drop for PollerState {
+    fn drop(&mut self) {
+        if let Some(w) = &self.signaler {
+            for (_, ws) in &self.registered {
+                ws.remove(w);
+            }
+        }
+    }
 }
 
 /// What a poller `void*` points to.
@@ -95,34 +111,13 @@ fn check_events(events: c_short) -> Result<(), Error> {
     Ok(())
 }
 
-/// `ENOTSOCK` unless `s` is a live socket handle; whether it is thread-safe otherwise.
+/// `ENOTSOCK` unless `s` is a live socket handle; its waiters when it is thread-safe.
 ///
 /// # Safety
 /// `s` is NULL or a pointer readable for 4 bytes; the socket is not in use by another call.
-unsafe fn check_socket(s: *mut c_void) -> Result<bool, Error> {
+unsafe fn check_socket(s: *mut c_void) -> Result<Option<Waiters>, Error> {
     // SAFETY: caller's contract; the borrow ends within this function.
-    Ok(unsafe { sock_mut(s) }?.socket_type().is_thread_safe())
-}
-
-/// The socket's `ZMQ_FD`.
-///
-/// # Safety
-/// As [`check_socket`], `s` live.
-unsafe fn socket_fd(s: *mut c_void) -> Result<RawFd, Error> {
-    // SAFETY: caller's contract.
-    Ok(unsafe { sock_mut(s) }?.fd())
-}
-
-fn epoll_ctl(epfd: RawFd, op: c_int, fd: RawFd) -> Result<(), Error> {
-    let mut ev = libc::epoll_event {
-        events: libc::EPOLLIN as u32,
-        u64: fd as u64,
-    };
-    // SAFETY: epfd is an epoll descriptor this poller owns; ev is a valid epoll_event.
-    if unsafe { libc::epoll_ctl(epfd, op, fd, &mut ev) } != 0 {
-        return Err(Error::from(std::io::Error::last_os_error()));
-    }
-    Ok(())
+    Ok(unsafe { sock_mut(s) }?.waiters())
 }
 
 impl PollerState {
@@ -159,20 +154,26 @@ impl PollerState {
         Ok(())
     }
 
-    /// The signaler, made on first use.
-    fn signaler(&mut self) -> Result<RawFd, Error> {
-        if let Some(fd) = &self.signaler {
-            return Ok(fd.as_raw_fd());
+    /// Registers the poller's signaler (made on first use) with a thread-safe socket.
+    fn register(&mut self, s: usize, ws: Waiters) -> Result<(), Error> {
+        if self.signaler.is_none() {
+            self.signaler = Some(WakeFd::new()?);
         }
-        // SAFETY: plain system call; the result is checked.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(Error::MFile);
+        if let Some(w) = &self.signaler {
+            ws.add(w);
         }
-        // SAFETY: fd is a fresh descriptor this poller now owns alone.
-        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-        self.signaler = Some(owned);
-        Ok(fd)
+        self.registered.push((s, ws));
+        Ok(())
+    }
+
+    /// Undoes [`PollerState::register`] for a socket.
+    fn unregister(&mut self, s: usize) {
+        if let Some(i) = self.registered.iter().position(|(a, _)| *a == s) {
+            let (_, ws) = self.registered.swap_remove(i);
+            if let Some(w) = &self.signaler {
+                ws.remove(w);
+            }
+        }
     }
 }
 
@@ -239,15 +240,11 @@ pub unsafe extern "C" fn zmq_poller_add(
         // SAFETY: caller's contract.
         let mut st = unsafe { self::poller(poller) }?;
         // SAFETY: caller's contract.
-        let thread_safe = unsafe { check_socket(socket) }?;
+        let waiters = unsafe { check_socket(socket) }?;
         check_events(events)?;
         st.add(Target::Socket(socket as usize), user_data, events)?;
-        if thread_safe {
-            let added = st.signaler().and_then(|ep| {
-                // SAFETY: checked live above.
-                epoll_ctl(ep, libc::EPOLL_CTL_ADD, unsafe { socket_fd(socket) }?)
-            });
-            if let Err(e) = added {
+        if let Some(ws) = waiters {
+            if let Err(e) = st.register(socket as usize, ws) {
                 st.items.pop();
                 return Err(e);
             }
@@ -287,14 +284,9 @@ pub unsafe extern "C" fn zmq_poller_remove(poller: *mut c_void, socket: *mut c_v
         // SAFETY: caller's contract.
         let mut st = unsafe { self::poller(poller) }?;
         // SAFETY: caller's contract.
-        let thread_safe = unsafe { check_socket(socket) }?;
+        unsafe { check_socket(socket) }?;
         st.remove(Target::Socket(socket as usize))?;
-        if let (true, Some(ep)) = (thread_safe, &st.signaler) {
-            // SAFETY: checked live above. A failure (the fd was never added) changes nothing.
-            if let Ok(fd) = unsafe { socket_fd(socket) } {
-                let _ = epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_DEL, fd);
-            }
-        }
+        st.unregister(socket as usize);
         Ok(0)
     })
 }
@@ -376,7 +368,7 @@ pub unsafe extern "C" fn zmq_poller_fd(poller: *mut c_void, fd: *mut c_int) -> c
             return Err(Error::Fault);
         }
         // SAFETY: non-null and writable (caller's contract).
-        unsafe { *fd = sig.as_raw_fd() };
+        unsafe { *fd = sig.fd() };
         Ok(0)
     })
 }
@@ -435,6 +427,7 @@ pub unsafe extern "C" fn zmq_poller_wait_all(
         // SAFETY: events is writable for n_events entries (caller's contract).
         let out = unsafe { std::slice::from_raw_parts_mut(events, n_events as usize) };
         let items: Vec<Item> = st.items.iter().copied().filter(|i| i.events != 0).collect();
+        let wake = st.signaler.clone();
         // The lock is not held while waiting: the poller is one thread's, as in libzmq.
         drop(st);
         let deadline =
@@ -446,7 +439,7 @@ pub unsafe extern "C" fn zmq_poller_wait_all(
             std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
             return Err(Error::Again);
         }
-        wait_items(&items, out, deadline)
+        wait_items(&items, out, deadline, wake.as_ref())
     })
 }
 
@@ -455,6 +448,7 @@ fn wait_items(
     items: &[Item],
     out: &mut [zmq_poller_event_t],
     deadline: Option<Instant>,
+    wake: Option<&WakeFd>,
 ) -> Result<c_int, Error> {
     let mut raws: Vec<RawSocket> = items
         .iter()
@@ -476,41 +470,44 @@ fn wait_items(
             },
         })
         .collect();
-    loop {
-        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        let n = poll(&mut set, remaining)?;
-        let mut found = 0;
-        for (it, p) in items.iter().zip(set.iter()) {
-            if found == out.len() {
-                break;
-            }
-            if p.revents != 0 {
-                out[found] = match it.target {
-                    Target::Socket(s) => zmq_poller_event_t {
-                        socket: s as *mut c_void,
-                        fd: -1,
-                        user_data: it.user_data as *mut c_void,
-                        events: p.revents,
-                    },
-                    Target::Fd(fd) => zmq_poller_event_t {
-                        socket: std::ptr::null_mut(),
-                        fd,
-                        user_data: it.user_data as *mut c_void,
-                        events: p.revents,
-                    },
-                };
-                found += 1;
-            }
+    let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+    let n = poll_registered(&mut set, remaining, wake)?;
+    let mut found = 0;
+    for (it, p) in items.iter().zip(set.iter()) {
+        if found == out.len() {
+            break;
         }
-        if found > 0 {
-            out[found..].fill(EMPTY_EVENT);
-            return Ok(found as c_int);
+        if p.revents != 0 {
+            out[found] = match it.target {
+                Target::Socket(s) => zmq_poller_event_t {
+                    socket: s as *mut c_void,
+                    fd: -1,
+                    user_data: it.user_data as *mut c_void,
+                    events: p.revents,
+                },
+                Target::Fd(fd) => zmq_poller_event_t {
+                    socket: std::ptr::null_mut(),
+                    fd,
+                    user_data: it.user_data as *mut c_void,
+                    events: p.revents,
+                },
+            };
+            found += 1;
         }
-        if n == 0 || deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(Error::Again);
-        }
-        // Ready items but no room for an event (n_events 0): libzmq polls on until the time
-        // runs out; do so without spinning.
-        std::thread::sleep(Duration::from_millis(1));
     }
+    if found > 0 {
+        out[found..].fill(EMPTY_EVENT);
+        return Ok(found as c_int);
+    }
+    if n > 0 {
+        // Ready items but no room for an event (n_events 0): libzmq's wait reports nothing
+        // then and runs until its time is out.
+        match deadline {
+            Some(d) => std::thread::sleep(d.saturating_duration_since(Instant::now())),
+            None => loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            },
+        }
+    }
+    Err(Error::Again)
 }

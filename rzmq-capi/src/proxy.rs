@@ -12,7 +12,7 @@ use rzmq_core::proxy::proxy;
 use rzmq_core::{Error, Socket, SNDMORE};
 
 use crate::errno::call;
-use crate::socket::sock_unlocked;
+use crate::socket::{sock_mut, SockRef};
 
 /// `ZMQ_STREAMER` (deprecated device type).
 pub const ZMQ_STREAMER: c_int = 1;
@@ -21,16 +21,17 @@ pub const ZMQ_FORWARDER: c_int = 2;
 /// `ZMQ_QUEUE` (deprecated device type).
 pub const ZMQ_QUEUE: c_int = 3;
 
-/// Borrows an optional socket; NULL is None, a bad handle `ENOTSOCK`.
+/// Borrows an optional socket for the proxy's whole run (a thread-safe one stays locked: no
+/// other thread may use a proxy's sockets meanwhile); NULL is None, a bad handle `ENOTSOCK`.
 ///
 /// # Safety
-/// As [`sock_unlocked`].
-unsafe fn opt_sock<'a>(s: *mut c_void) -> Result<Option<&'a mut Socket>, Error> {
+/// As [`sock_mut`].
+unsafe fn opt_sock<'a>(s: *mut c_void) -> Result<Option<SockRef<'a>>, Error> {
     if s.is_null() {
         Ok(None)
     } else {
         // SAFETY: forwarded contract.
-        unsafe { sock_unlocked(s) }.map(Some)
+        unsafe { sock_mut(s) }.map(Some)
     }
 }
 
@@ -123,14 +124,14 @@ unsafe fn run(
     // SAFETY: the four handles are pairwise distinct (checked above, except frontend/backend,
     // handled separately), so the &mut borrows never alias; caller's contract for the rest.
     unsafe {
-        let f = sock_unlocked(frontend)?;
-        let cap = opt_sock(capture)?;
-        let ctl = opt_sock(control)?;
+        let mut f = sock_mut(frontend)?;
+        let mut cap = opt_sock(capture)?;
+        let mut ctl = opt_sock(control)?;
         if frontend == backend {
-            proxy_single(f, cap, ctl)?;
+            proxy_single(&mut f, cap.as_deref_mut(), ctl.as_deref_mut())?;
         } else {
-            let b = sock_unlocked(backend)?;
-            proxy(f, b, cap, ctl)?;
+            let mut b = sock_mut(backend)?;
+            proxy(&mut f, &mut b, cap.as_deref_mut(), ctl.as_deref_mut())?;
         }
     }
     Ok(0)

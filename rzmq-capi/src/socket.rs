@@ -8,16 +8,11 @@
 
 use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::os::fd::RawFd;
 use std::sync::atomic::AtomicU32;
-use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
 
-use rzmq_core::options::{RCVTIMEO, SNDTIMEO};
-
-use rzmq_core::poll::{poll, PollItem, Pollable, ZMQ_POLLIN, ZMQ_POLLOUT};
-
-use rzmq_core::{Error, Msg, Socket, SocketType, DONTWAIT, SNDMORE};
+use rzmq_core::poll::{PollWake, Pollable};
+use rzmq_core::socket::{Direction, SocketGuard};
+use rzmq_core::{Error, Msg, Socket, SocketType, ThreadSafeSocket, DONTWAIT, SNDMORE};
 
 use crate::ctx::ctx_ref;
 use crate::errno::{call, call_or};
@@ -28,30 +23,56 @@ use crate::msg::{external, msg_mut, msg_write, zmq_msg_t};
 #[repr(C)]
 pub(crate) struct SocketHandle {
     tag: AtomicU32,
-    /// Held for the length of each call on a thread-safe socket (the DRAFT types but DGRAM),
-    /// which several threads may use at once, as libzmq's sockets that report
-    /// `ZMQ_THREAD_SAFE`; `None` for the others (one thread at a time, no lock).
-    lock: Option<Mutex<()>>,
-    sock: UnsafeCell<Option<Socket>>,
+    sock: Inner,
 }
 
-/// A socket borrowed for one call: the socket, and its lock when it is thread-safe.
-pub(crate) struct SockRef<'a> {
-    sock: &'a mut Socket,
-    _guard: Option<MutexGuard<'a, ()>>,
+/// A handle's socket.
+enum Inner {
+    /// Used by one thread at a time (the caller's contract), as libzmq's sockets: no lock.
+    Plain(UnsafeCell<Option<Socket>>),
+    /// A thread-safe socket (the DRAFT types but DGRAM), which several threads may use at
+    /// once, as libzmq's sockets that report `ZMQ_THREAD_SAFE`: locked for each call, blocking
+    /// calls wait with the lock released (rzmq-core's [`ThreadSafeSocket`]).
+    Safe(ThreadSafeSocket),
+}
+
+/// A socket borrowed for one call: the socket, locked when it is thread-safe.
+pub(crate) enum SockRef<'a> {
+    Plain(&'a mut Socket),
+    Safe(SocketGuard<'a>),
 }
 
 impl std::ops::Deref for SockRef<'_> {
     type Target = Socket;
     fn deref(&self) -> &Socket {
-        self.sock
+        match self {
+            SockRef::Plain(s) => s,
+            SockRef::Safe(g) => g,
+        }
     }
 }
 
 impl std::ops::DerefMut for SockRef<'_> {
     fn deref_mut(&mut self) -> &mut Socket {
-        self.sock
+        match self {
+            SockRef::Plain(s) => s,
+            SockRef::Safe(g) => g,
+        }
     }
+}
+
+/// The handle behind a socket `void*`; `ENOTSOCK` when it is not a live socket.
+///
+/// # Safety
+/// `s` is NULL or a pointer readable for 4 bytes (see [`handle::tag_of`]).
+unsafe fn handle<'a>(s: *mut c_void) -> Result<&'a SocketHandle, Error> {
+    // SAFETY: forwarded contract.
+    if unsafe { handle::tag_of(s) } != Some(SOCKET_TAG) {
+        return Err(Error::NotSock);
+    }
+    // SAFETY: the tag says this is a live SocketHandle allocated by zmq_socket (handles are
+    // parked, never freed while the tag may be read).
+    Ok(unsafe { &*(s as *const SocketHandle) })
 }
 
 /// The socket behind a handle; `ENOTSOCK` when it is not a live socket. A thread-safe socket is
@@ -63,39 +84,13 @@ impl std::ops::DerefMut for SockRef<'_> {
 /// time, and callers never hold two results of this function for one handle at once).
 pub(crate) unsafe fn sock_mut<'a>(s: *mut c_void) -> Result<SockRef<'a>, Error> {
     // SAFETY: forwarded contract.
-    if unsafe { handle::tag_of(s) } != Some(SOCKET_TAG) {
-        return Err(Error::NotSock);
+    match &unsafe { handle(s) }?.sock {
+        Inner::Safe(ts) => ts.lock().map(SockRef::Safe),
+        // SAFETY: exclusivity is the caller's contract.
+        Inner::Plain(c) => unsafe { (*c.get()).as_mut() }
+            .map(SockRef::Plain)
+            .ok_or(Error::NotSock),
     }
-    // SAFETY: the tag says this is a live SocketHandle allocated by zmq_socket (handles are
-    // parked, never freed while the tag may be read).
-    let h = unsafe { &*(s as *const SocketHandle) };
-    let guard = h
-        .lock
-        .as_ref()
-        .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()));
-    // SAFETY: thread-safe sockets are reached only under their lock, held by the SockRef; for
-    // the others, exclusivity is the caller's contract.
-    let sock = unsafe { (*h.sock.get()).as_mut() }.ok_or(Error::NotSock)?;
-    Ok(SockRef {
-        sock,
-        _guard: guard,
-    })
-}
-
-/// As [`sock_mut`] without taking the lock of a thread-safe socket: for `zmq_proxy`, which
-/// keeps its sockets for its whole run (a thread-safe socket in a proxy must not be used by
-/// other threads meanwhile).
-///
-/// # Safety
-/// As [`sock_mut`], and no other thread uses the socket for `'a`.
-pub(crate) unsafe fn sock_unlocked<'a>(s: *mut c_void) -> Result<&'a mut Socket, Error> {
-    // SAFETY: forwarded contract.
-    if unsafe { handle::tag_of(s) } != Some(SOCKET_TAG) {
-        return Err(Error::NotSock);
-    }
-    // SAFETY: the tag says this is a live SocketHandle allocated by zmq_socket; exclusivity is
-    // the caller's contract.
-    unsafe { (*(*(s as *const SocketHandle)).sock.get()).as_mut() }.ok_or(Error::NotSock)
 }
 
 /// A socket handle polled through a fresh borrow on every call.
@@ -108,69 +103,41 @@ impl Pollable for RawSocket {
         unsafe { sock_mut(self.0) }?.events()
     }
 
-    fn poll_fd(&self) -> RawFd {
+    fn poll_wake(&self) -> rzmq_core::Result<PollWake> {
         // SAFETY: as in poll_events.
-        match unsafe { sock_mut(self.0) } {
-            Ok(s) => s.fd(),
-            Err(_) => -1,
+        match &unsafe { handle(self.0) }?.sock {
+            // No lock: the wait set is shared apart from the socket.
+            Inner::Safe(ts) => Ok(PollWake::Waiters(ts.waiters())),
+            // SAFETY: as in poll_events.
+            Inner::Plain(_) => unsafe { sock_mut(self.0) }?.poll_wake(),
         }
     }
 }
 
 /// Runs `op` on the socket: once, with the caller's flags, for a socket that is not
-/// thread-safe or a non-blocking call. A blocking call on a thread-safe socket instead tries
-/// `op` without blocking, under the lock, and between tries waits (lock released, so other
-/// threads may use the socket) until the socket reports `want` (POLLIN or POLLOUT), within the
-/// socket's `timeo` option (RCVTIMEO or SNDTIMEO).
+/// thread-safe (whose blocking calls block inside rzmq-core); a thread-safe socket's blocking
+/// call waits between tries with its lock released, until a signal for the socket comes or
+/// its `dir` timeout (RCVTIMEO or SNDTIMEO) passes ([`ThreadSafeSocket::blocking`]).
 ///
 /// # Safety
 /// As [`sock_mut`].
 unsafe fn with_socket<T>(
     s: *mut c_void,
     flags: c_int,
-    want: i16,
-    timeo: c_int,
-    mut op: impl FnMut(&mut Socket, i32) -> Result<T, Error>,
+    dir: Direction,
+    op: impl FnMut(&mut Socket, i32) -> Result<T, Error>,
 ) -> Result<T, Error> {
     // SAFETY: caller's contract.
-    let mut sock = unsafe { sock_mut(s) }?;
-    if !sock.socket_type().is_thread_safe() || flags & DONTWAIT != 0 {
-        return op(&mut sock, core_flags(flags));
-    }
-    let deadline = match sock.get_option(timeo)? {
-        rzmq_core::options::OptValue::Int(ms) if ms >= 0 => {
-            Some(Instant::now() + Duration::from_millis(ms as u64))
-        }
-        _ => None,
-    };
-    drop(sock);
-    loop {
-        {
+    match &unsafe { handle(s) }?.sock {
+        Inner::Safe(ts) => ts.blocking(core_flags(flags), dir, op),
+        Inner::Plain(_) => {
+            let mut op = op;
             // SAFETY: caller's contract.
             let mut sock = unsafe { sock_mut(s) }?;
-            match op(&mut sock, core_flags(flags) | DONTWAIT) {
-                Err(Error::Again) => {}
-                r => return r,
-            }
+            op(&mut sock, core_flags(flags))
         }
-        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        if remaining.is_some_and(|r| r.is_zero()) {
-            return Err(Error::Again);
-        }
-        // The socket's fd is one edge-like signal for every thread waiting on it: another
-        // thread's `events()` may take the wake-up this one sleeps for (it then sees the new
-        // state, but this thread is already in poll). So a waiter looks again at least every
-        // WAITER_RECHECK; an uncontended waiter still wakes on the fd at once.
-        let wait = remaining.map_or(WAITER_RECHECK, |r| r.min(WAITER_RECHECK));
-        let mut raw = RawSocket(s);
-        let mut item = [PollItem::socket(&mut raw, want)];
-        poll(&mut item, Some(wait))?;
     }
 }
-
-/// How long a thread blocked on a thread-safe socket sleeps at most before it tries again
-/// (see [`with_socket`]: a wake-up of the shared fd can go to another thread).
-const WAITER_RECHECK: Duration = Duration::from_millis(10);
 
 /// A C string argument as UTF-8; NULL (and invalid UTF-8) is `EINVAL`, as libzmq's endpoint
 /// functions.
@@ -207,10 +174,14 @@ pub unsafe extern "C" fn zmq_socket(ctx: *mut c_void, type_: c_int) -> *mut c_vo
         }
         let ty = SocketType::from_raw(type_)?;
         let sock = c.socket(ty)?;
+        let sock = if ty.is_thread_safe() {
+            Inner::Safe(ThreadSafeSocket::new(sock)?)
+        } else {
+            Inner::Plain(UnsafeCell::new(Some(sock)))
+        };
         let h = Box::new(SocketHandle {
             tag: AtomicU32::new(SOCKET_TAG),
-            lock: ty.is_thread_safe().then(|| Mutex::new(())),
-            sock: UnsafeCell::new(Some(sock)),
+            sock,
         });
         Ok(Box::into_raw(h).cast())
     })
@@ -230,18 +201,19 @@ pub unsafe extern "C" fn zmq_close(s: *mut c_void) -> c_int {
         // SAFETY: s is a SocketHandle we allocated, now dead, so no other call will reach its
         // socket; we take the socket out and then park the handle.
         let h = unsafe { Box::from_raw(s as *mut SocketHandle) };
-        // A call in flight on a thread-safe socket ends before the socket is taken.
-        let guard = h
-            .lock
-            .as_ref()
-            .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()));
-        // SAFETY: as above, we own the handle now (and hold its lock when it has one).
-        let sock = unsafe { (*h.sock.get()).take() };
-        drop(guard);
-        handle::bury(h);
-        if let Some(sock) = sock {
-            sock.close();
+        match &h.sock {
+            // A call in flight ends first; threads blocked in one wake and find it closed.
+            Inner::Safe(ts) => {
+                ts.close();
+            }
+            Inner::Plain(c) => {
+                // SAFETY: as above, we own the handle now.
+                if let Some(sock) = unsafe { (*c.get()).take() } {
+                    sock.close();
+                }
+            }
         }
+        handle::bury(h);
         Ok(0)
     })
 }
@@ -328,7 +300,7 @@ unsafe fn send_retrying(s: *mut c_void, m: &mut Option<Msg>, flags: c_int) -> Re
     let n = clamp_size(m.as_ref().map_or(0, Msg::len));
     // SAFETY: forwarded contract.
     unsafe {
-        with_socket(s, flags, ZMQ_POLLOUT, SNDTIMEO, |sock, f| {
+        with_socket(s, flags, Direction::Send, |sock, f| {
             let msg = m.take().ok_or(Error::Fault)?;
             sock.send_msg(msg, f).map_err(|(back, e)| {
                 *m = Some(back);
@@ -411,7 +383,7 @@ pub unsafe extern "C" fn zmq_recv(
             return Err(Error::Fault);
         }
         // SAFETY: caller's contract.
-        let m = unsafe { with_socket(s, flags, ZMQ_POLLIN, RCVTIMEO, |sock, f| sock.recv_msg(f)) }?;
+        let m = unsafe { with_socket(s, flags, Direction::Recv, |sock, f| sock.recv_msg(f)) }?;
         let data = m.data();
         let n = data.len().min(len);
         if n > 0 {
@@ -467,7 +439,7 @@ pub unsafe extern "C" fn zmq_msg_recv(msg: *mut zmq_msg_t, s: *mut c_void, flags
             unsafe { std::ptr::drop_in_place(slot as *mut Msg) };
         }
         // SAFETY: caller's contract.
-        let m = unsafe { with_socket(s, flags, ZMQ_POLLIN, RCVTIMEO, |sock, f| sock.recv_msg(f)) }?;
+        let m = unsafe { with_socket(s, flags, Direction::Recv, |sock, f| sock.recv_msg(f)) }?;
         std::mem::forget(refill);
         let n = clamp_size(m.len());
         // SAFETY: msg_mut checked msg live (aligned, writable); its old content was released

@@ -2,11 +2,13 @@
 //! socket (`Attach`), the socket's side other threads hold (`SocketShared`), and a connection's
 //! ends of a socket pipe (`PeerPipe`). One place, as libzmq keeps its commands in one place.
 
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use crate::pattern::{PipeEntry, PipeId};
 use crate::pipe::{Notify, Reader, Writer};
-use crate::signal::Mailbox;
+use crate::signal::{Mailbox, Signaler, WaitSet, Wake};
 
 /// Commands delivered to a socket's mailbox.
 pub(crate) enum Cmd {
@@ -32,10 +34,59 @@ pub(crate) struct Attach {
     pub id: PipeId,
 }
 
+/// How a socket's mailbox wakes it: an eventfd (`ZMQ_FD`) for a socket one thread uses at a
+/// time, the wait set of blocked callers and pollers for a thread-safe one (which has no
+/// `ZMQ_FD`, as in libzmq).
+pub(crate) enum SocketWake {
+    /// One owner: the eventfd `ZMQ_FD` exposes.
+    Fd(Signaler),
+    /// Thread-safe: a condition variable and the pollers' signalers.
+    Shared(WaitSet),
+}
+
+impl SocketWake {
+    /// The eventfd of a socket one thread uses at a time.
+    pub(crate) fn fd(&self) -> Option<RawFd> {
+        match self {
+            SocketWake::Fd(s) => Some(s.as_raw_fd()),
+            SocketWake::Shared(_) => None,
+        }
+    }
+
+    /// The wait set of a thread-safe socket.
+    pub(crate) fn shared(&self) -> Option<&WaitSet> {
+        match self {
+            SocketWake::Fd(_) => None,
+            SocketWake::Shared(w) => Some(w),
+        }
+    }
+}
+
+impl Wake for SocketWake {
+    fn signal(&self) {
+        match self {
+            SocketWake::Fd(s) => s.signal(),
+            SocketWake::Shared(w) => Wake::signal(w),
+        }
+    }
+    fn clear(&self) -> bool {
+        match self {
+            SocketWake::Fd(s) => s.clear(),
+            SocketWake::Shared(w) => Wake::clear(w),
+        }
+    }
+    fn wait(&self, timeout: Option<Duration>) -> crate::error::Result<bool> {
+        match self {
+            SocketWake::Fd(s) => s.wait(timeout),
+            SocketWake::Shared(w) => Wake::wait(w, timeout),
+        }
+    }
+}
+
 /// The part of a socket other threads may hold: its mailbox.
 pub(crate) struct SocketShared {
-    /// The socket's command mailbox (its eventfd is `ZMQ_FD`).
-    pub mailbox: Mailbox<Cmd>,
+    /// The socket's command mailbox.
+    pub mailbox: Mailbox<Cmd, SocketWake>,
     /// The socket's id in its context.
     pub id: u64,
     next_pipe: AtomicU64,
@@ -44,10 +95,16 @@ pub(crate) struct SocketShared {
 }
 
 impl SocketShared {
-    /// The shared side of a new socket with this id.
-    pub(crate) fn new(id: u64) -> crate::error::Result<SocketShared> {
+    /// The shared side of a new socket with this id; `thread_safe` for the types several
+    /// threads may use at once (see [`SocketWake`]).
+    pub(crate) fn new(id: u64, thread_safe: bool) -> crate::error::Result<SocketShared> {
+        let wake = if thread_safe {
+            SocketWake::Shared(WaitSet::new())
+        } else {
+            SocketWake::Fd(Signaler::new()?)
+        };
         Ok(SocketShared {
-            mailbox: Mailbox::new()?,
+            mailbox: Mailbox::with_wake(wake),
             id,
             next_pipe: AtomicU64::new(0),
             closed: AtomicBool::new(false),
@@ -68,6 +125,12 @@ impl SocketShared {
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         self.drain_dead();
+        if let Some(w) = self.mailbox.wake().shared() {
+            // Threads blocked in its calls and pollers look once more (and find it closed);
+            // then the pollers are let go, as libzmq's close clears its signalers.
+            w.wake_all();
+            w.clear_signalers();
+        }
     }
 
     /// Drops every queued command of a closed socket (pipes in Attach commands close).

@@ -97,6 +97,6 @@ pub struct ReadmeDoctests;
 pub use context::Context;
 pub use error::{Error, Result};
 pub use msg::Msg;
-pub use socket::{Socket, SocketType, DONTWAIT, SNDMORE};
+pub use socket::{Socket, SocketType, ThreadSafeSocket, DONTWAIT, SNDMORE};
 pub use sockopt::{RecvFlags, SendFlags, SettableOption, SocketOption};
 pub use transport::same_host::tune_same_host;

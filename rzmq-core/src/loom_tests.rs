@@ -18,9 +18,10 @@ use loom::thread;
 
 use crate::byteq;
 use crate::direct::{DirectTx, Notify, Sent, Target};
+use crate::error::Error;
 use crate::msg::Msg;
 use crate::pipe::{self, WriteError};
-use crate::signal::Mailbox;
+use crate::signal::{Mailbox, Signaler, WaitSet};
 use crate::spsc;
 use crate::sync::cell::UnsafeCell;
 use crate::sync::{AtomicUsize, Mutex};
@@ -225,6 +226,119 @@ fn loom_mailbox_two_senders() {
         for t in ts {
             t.join().unwrap();
         }
+    });
+}
+
+// ---- signal::WaitSet: thread-safe sockets ----------------------------------------------------
+
+/// A thread-safe socket as its blocking calls see it: a mailbox woken through a wait set, and
+/// the socket's state under its lock (messages the commands made receivable).
+struct SafeSock {
+    mb: Mailbox<u32, WaitSet>,
+    state: Mutex<VecDeque<u32>>,
+}
+
+impl SafeSock {
+    fn new() -> Arc<SafeSock> {
+        Arc::new(SafeSock {
+            mb: Mailbox::with_wake(WaitSet::new()),
+            state: Mutex::new(VecDeque::new()),
+        })
+    }
+
+    /// Processes commands under the lock (as `Socket::process_commands`): each one makes a
+    /// message receivable.
+    fn drain(&self, st: &mut VecDeque<u32>) {
+        self.mb.begin_drain();
+        while let Some(v) = self.mb.try_recv() {
+            st.push_back(v);
+        }
+    }
+
+    /// A blocking receive: the real `WaitSet::block` loop over a non-blocking try (drain, then
+    /// take a message or `Again`) under the socket's lock.
+    fn recv(&self) -> u32 {
+        self.mb
+            .wake()
+            .block(
+                || Ok(self.state.lock().unwrap()),
+                |st| {
+                    self.drain(st);
+                    st.pop_front().ok_or(Error::Again)
+                },
+                None,
+            )
+            .unwrap()
+    }
+}
+
+/// Two threads blocked in receives on one thread-safe socket while the I/O thread sends two
+/// commands: each receiver wakes for a signal after its own last try, so both return, one
+/// message each (a receiver whose wake-up another thread consumed would sleep for ever: a
+/// deadlock loom reports).
+#[test]
+fn loom_safe_socket_two_blocked_receivers() {
+    model(|| {
+        let s = SafeSock::new();
+        let io = {
+            let s = s.clone();
+            thread::spawn(move || {
+                s.mb.send(1);
+                s.mb.send(2);
+            })
+        };
+        let other = {
+            let s = s.clone();
+            thread::spawn(move || s.recv())
+        };
+        let mine = s.recv();
+        let theirs = other.join().unwrap();
+        io.join().unwrap();
+        let mut got = [mine, theirs];
+        got.sort_unstable();
+        assert_eq!(got, [1, 2]);
+    });
+}
+
+/// A poller with its own signaler registered beside a blocked receiver: the I/O thread sends
+/// two commands; the receiver takes one message, the poller sees the other. The poller clears
+/// its signaler before it looks at the socket (as `poll`), so a signal while it looks makes its
+/// sleep end at once; neither can take the other's wake-up.
+#[test]
+fn loom_safe_socket_poller_beside_receiver() {
+    model(|| {
+        let s = SafeSock::new();
+        let wake = crate::sync::Arc::new(Signaler::new().unwrap());
+        s.mb.wake().add_signaler(wake.clone());
+        let io = {
+            let s = s.clone();
+            thread::spawn(move || {
+                s.mb.send(1);
+                s.mb.send(2);
+            })
+        };
+        let receiver = {
+            let s = s.clone();
+            thread::spawn(move || s.recv())
+        };
+        // The poller: clear, look (ZMQ_EVENTS: drain under the lock), sleep on its signaler.
+        let polled = loop {
+            wake.clear();
+            {
+                let mut st = s.state.lock().unwrap();
+                s.drain(&mut st);
+                if let Some(v) = st.pop_front() {
+                    break v;
+                }
+            }
+            wake.wait(None).unwrap();
+        };
+        let received = receiver.join().unwrap();
+        io.join().unwrap();
+        s.mb.wake().remove_signaler(&wake);
+        let mut got = [polled, received];
+        got.sort_unstable();
+        assert_eq!(got, [1, 2]);
     });
 }
 

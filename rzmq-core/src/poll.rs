@@ -1,13 +1,16 @@
 //! `zmq_poll`: waiting on sockets and plain file descriptors together.
 //!
 //! A socket is ready when its pattern can receive or send (checked through `ZMQ_EVENTS`); while
-//! none is ready, the caller sleeps in poll(2) on each socket's `ZMQ_FD` and on the raw fds.
+//! none is ready, the caller sleeps in poll(2) on each socket's `ZMQ_FD`, on the raw fds, and,
+//! for thread-safe sockets (which have no `ZMQ_FD`), on a [`WakeFd`] of the poller's own
+//! registered with each of them, as libzmq's `zmq_poll` goes through its poller for them: no
+//! other thread can take that wake-up.
 
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::socket::{Socket, POLLIN, POLLOUT};
+use crate::socket::{Socket, ThreadSafeSocket, Waiters, WakeFd, POLLIN, POLLOUT};
 
 /// Readiness for reading (`ZMQ_POLLIN`).
 pub const ZMQ_POLLIN: i16 = POLLIN;
@@ -18,20 +21,44 @@ pub const ZMQ_POLLERR: i16 = 4;
 /// Priority data on a raw fd (`ZMQ_POLLPRI`).
 pub const ZMQ_POLLPRI: i16 = 8;
 
-/// Something poll can wait on: an rzmq socket as seen through `ZMQ_EVENTS` and `ZMQ_FD`.
+/// How a poller learns that a socket's events may have changed.
+#[derive(Debug, Clone)]
+pub enum PollWake {
+    /// Its `ZMQ_FD` becomes readable.
+    Fd(RawFd),
+    /// A thread-safe socket: it signals the [`WakeFd`]s registered with it.
+    Waiters(Waiters),
+}
+
+/// Something poll can wait on: an rzmq socket as seen through `ZMQ_EVENTS`, and `ZMQ_FD` or
+/// its waiters.
 pub trait Pollable {
     /// The socket's current events (POLLIN/POLLOUT), processing pending commands.
     fn poll_events(&mut self) -> Result<i16>;
-    /// The fd that becomes readable when the events may have changed.
-    fn poll_fd(&self) -> RawFd;
+    /// How the poller is woken when the events may have changed.
+    fn poll_wake(&self) -> Result<PollWake>;
 }
 
 impl Pollable for Socket {
     fn poll_events(&mut self) -> Result<i16> {
         self.events()
     }
-    fn poll_fd(&self) -> RawFd {
-        self.fd()
+    fn poll_wake(&self) -> Result<PollWake> {
+        Ok(match self.waiters() {
+            Some(w) => PollWake::Waiters(w),
+            None => PollWake::Fd(self.fd()),
+        })
+    }
+}
+
+/// A thread-safe socket polled from any thread (`let mut r = &*sock;` then
+/// `PollItem::socket(&mut r, ZMQ_POLLIN)`): locked for each look at its events.
+impl Pollable for &ThreadSafeSocket {
+    fn poll_events(&mut self) -> Result<i16> {
+        self.lock()?.events()
+    }
+    fn poll_wake(&self) -> Result<PollWake> {
+        Ok(PollWake::Waiters(self.waiters()))
     }
 }
 
@@ -82,6 +109,86 @@ pub fn poll_masked(
     timeout: Option<Duration>,
     sigmask: Option<&libc::sigset_t>,
 ) -> Result<usize> {
+    let mut wakes = Vec::new();
+    let mut fds = Vec::with_capacity(items.len());
+    for it in items.iter() {
+        fds.push(
+            match it.socket.as_ref().map(|s| s.poll_wake()).transpose()? {
+                Some(PollWake::Waiters(w)) => {
+                    if !wakes.iter().any(|x: &Waiters| x.same_socket(&w)) {
+                        wakes.push(w);
+                    }
+                    -1
+                }
+                Some(PollWake::Fd(fd)) => fd,
+                None => it.fd,
+            },
+        );
+    }
+    if wakes.is_empty() {
+        return poll_inner(items, &fds, timeout, sigmask, None);
+    }
+    // This call's own wake-up, registered with each thread-safe socket for its length.
+    let wake = WakeFd::new()?;
+    let reg = Registered {
+        wake: &wake,
+        sockets: wakes,
+    };
+    for w in &reg.sockets {
+        w.add(&wake);
+    }
+    poll_inner(items, &fds, timeout, sigmask, Some(&wake))
+}
+
+/// [`poll_masked`] for a caller that keeps its own [`WakeFd`] registered with the thread-safe
+/// sockets among `items` (`zmq_poller_*`: libzmq's poller registers its signaler when a
+/// socket is added). `wake` is needed only when there are such sockets.
+pub fn poll_registered(
+    items: &mut [PollItem<'_>],
+    timeout: Option<Duration>,
+    wake: Option<&WakeFd>,
+) -> Result<usize> {
+    let mut fds = Vec::with_capacity(items.len());
+    for it in items.iter() {
+        fds.push(
+            match it.socket.as_ref().map(|s| s.poll_wake()).transpose()? {
+                Some(PollWake::Waiters(_)) => {
+                    if wake.is_none() {
+                        return Err(Error::Inval);
+                    }
+                    -1
+                }
+                Some(PollWake::Fd(fd)) => fd,
+                None => it.fd,
+            },
+        );
+    }
+    poll_inner(items, &fds, timeout, None, wake)
+}
+
+/// A [`WakeFd`] registered with sockets, unregistered on drop.
+struct Registered<'a> {
+    wake: &'a WakeFd,
+    sockets: Vec<Waiters>,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        for w in &self.sockets {
+            w.remove(self.wake);
+        }
+    }
+}
+
+/// The poll loop: `fds[i]` is item i's fd (-1, which poll(2) skips, for a thread-safe socket,
+/// whose wake-ups come through `wake`).
+fn poll_inner(
+    items: &mut [PollItem<'_>],
+    fds: &[RawFd],
+    timeout: Option<Duration>,
+    sigmask: Option<&libc::sigset_t>,
+    wake: Option<&WakeFd>,
+) -> Result<usize> {
     let deadline = timeout.map(|t| Instant::now() + t);
     if items.is_empty() {
         if let Some(t) = timeout {
@@ -94,19 +201,24 @@ pub fn poll_masked(
         }
         return Ok(0);
     }
-    let mut pfds: Vec<libc::pollfd> = Vec::with_capacity(items.len());
+    let mut pfds: Vec<libc::pollfd> = Vec::with_capacity(items.len() + 1);
     let mut first = true;
     loop {
         pfds.clear();
+        // Taken before the sockets are looked at, never after: a signal from then on makes
+        // the sleep below end at once.
+        if let Some(w) = wake {
+            w.clear();
+        }
         let mut ready = 0;
-        for it in items.iter_mut() {
+        for (it, &fd) in items.iter_mut().zip(fds) {
             it.revents = 0;
             match it.socket.as_mut() {
                 Some(s) => {
                     let ev = s.poll_events()?;
                     it.revents = ev & it.events & (POLLIN | POLLOUT);
                     pfds.push(libc::pollfd {
-                        fd: s.poll_fd(),
+                        fd,
                         events: libc::POLLIN,
                         revents: 0,
                     });
@@ -132,6 +244,13 @@ pub fn poll_masked(
             if it.revents != 0 {
                 ready += 1;
             }
+        }
+        if let Some(w) = wake {
+            pfds.push(libc::pollfd {
+                fd: w.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
         }
         // Raw fds are checked with a zero-timeout poll first.
         let wait_ms: i32 = if ready > 0 || (!first && deadline.is_some_and(|d| Instant::now() >= d))

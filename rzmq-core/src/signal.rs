@@ -1,9 +1,14 @@
-//! Wake-ups between threads: an eventfd-backed signaler and a command mailbox.
+//! Wake-ups between threads: an eventfd-backed signaler, the wait set of a thread-safe
+//! socket, and a command mailbox.
 //!
-//! A [`Mailbox`] is a lock-free queue plus a signaler that is written only when the reader has
-//! declared itself asleep, so a busy reader costs its writers no system call. The signaler's fd is
-//! what `ZMQ_FD` exposes: it becomes readable when commands arrive for a reader that was idle
-//! (edge-like, as in libzmq; spurious readiness is allowed and callers re-check `ZMQ_EVENTS`).
+//! A [`Mailbox`] is a lock-free queue plus a wake-up ([`Wake`]) that is signalled only when the
+//! reader has declared itself asleep, so a busy reader costs its writers no system call. For a
+//! socket used by one thread at a time the wake-up is an eventfd, what `ZMQ_FD` exposes: it
+//! becomes readable when commands arrive for a reader that was idle (edge-like, as in libzmq;
+//! spurious readiness is allowed and callers re-check `ZMQ_EVENTS`). A thread-safe socket's
+//! is a [`WaitSet`] (libzmq's `mailbox_safe`): a condition variable for the threads blocked in
+//! its calls and one eventfd per poller that watches it, every one of them woken by each
+//! signal, so no thread can take another's wake-up.
 
 #[cfg(not(loom))]
 use crossbeam_queue::SegQueue;
@@ -11,10 +16,20 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::sync::{fence, AtomicBool, Ordering};
+use crate::sync::{fence, Arc, AtomicBool, Condvar, Mutex, MutexGuard, Ordering};
 
 #[cfg(loom)]
 pub(crate) use model::{SegQueue, Signaler};
+
+/// How a [`Mailbox`] wakes its reader: a level that a signal raises and a drain lowers.
+pub(crate) trait Wake {
+    /// Raises the level (a sender whose command found the reader idle).
+    fn signal(&self);
+    /// Lowers the level; true when it was raised.
+    fn clear(&self) -> bool;
+    /// Waits until the level is raised or the timeout passes (None: for ever); true when raised.
+    fn wait(&self, timeout: Option<Duration>) -> Result<bool>;
+}
 
 /// An eventfd used to wake a thread or to make a file descriptor readable.
 #[cfg(not(loom))]
@@ -94,22 +109,218 @@ impl Drop for Signaler {
     }
 }
 
+impl Wake for Signaler {
+    fn signal(&self) {
+        Signaler::signal(self);
+    }
+    fn clear(&self) -> bool {
+        Signaler::clear(self)
+    }
+    fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
+        Signaler::wait(self, timeout)
+    }
+}
+
+/// The wake-up of a thread-safe socket's mailbox (libzmq's `mailbox_safe`): each signal raises
+/// the level its drains lower, moves the epoch on, wakes every thread blocked in one of the
+/// socket's calls (a condition variable; they sleep with the socket's lock released) and every
+/// poller that registered a signaler with the socket.
+///
+/// A blocked caller reads the epoch before its last try under the socket's lock and sleeps
+/// until the epoch moves past it: a command that the try did not see signals after that read
+/// (the mailbox's protocol: after a drain, any command not popped is covered by a signal still
+/// to come, or by a raised level the drain did not lower), so no wake-up is lost, and none can
+/// be taken by another thread, since every sleeper compares the epoch with its own value.
+/// Sleepers wake together, as libzmq's broadcast; each tries again under the socket's lock.
+pub(crate) struct WaitSet {
+    state: Mutex<WaitState>,
+    cv: Condvar,
+}
+
+/// What a [`WaitSet`]'s lock guards.
+struct WaitState {
+    /// A signal no drain has taken yet (the eventfd counter of a one-owner socket).
+    raised: bool,
+    /// Signals so far.
+    epoch: u64,
+    /// Threads asleep on the condition variable: no notify without one (it is a system call).
+    sleepers: u32,
+    /// The signalers of the pollers watching the socket.
+    signalers: Vec<Arc<Signaler>>,
+}
+
+impl WaitSet {
+    /// A wait set with nobody waiting.
+    pub(crate) fn new() -> WaitSet {
+        WaitSet {
+            state: Mutex::new(WaitState {
+                raised: false,
+                epoch: 0,
+                sleepers: 0,
+                signalers: Vec::new(),
+            }),
+            cv: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, WaitState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The number of signals so far: read it under the socket's lock before the try after
+    /// which [`WaitSet::wait_past`] sleeps.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.lock().epoch
+    }
+
+    /// Sleeps until the epoch moves past `seen` or `deadline` passes; false on timeout.
+    pub(crate) fn wait_past(&self, seen: u64, deadline: Option<Instant>) -> bool {
+        let mut st = self.lock();
+        while st.epoch == seen {
+            st.sleepers += 1;
+            let woke = match deadline {
+                None => self.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if d <= now {
+                        st.sleepers -= 1;
+                        return false;
+                    }
+                    self.cv
+                        .wait_timeout(st, d - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+            };
+            st = woke;
+            st.sleepers -= 1;
+        }
+        true
+    }
+
+    /// A blocking call on a thread-safe socket: `attempt` runs under the socket's lock (taken
+    /// by `lock`) until it returns anything but [`Error::Again`]; between tries the caller
+    /// sleeps with the lock released until a signal comes after its last try, or `deadline`
+    /// passes ([`Error::Again`]). No timed recheck: only a signal, or the deadline, wakes it.
+    pub(crate) fn block<L, T>(
+        &self,
+        mut lock: impl FnMut() -> Result<L>,
+        mut attempt: impl FnMut(&mut L) -> Result<T>,
+        deadline: Option<Instant>,
+    ) -> Result<T> {
+        let mut guard = lock()?;
+        loop {
+            // Read under the socket's lock, before the try: a command the try does not see
+            // signals after this (see the type's doc).
+            let seen = self.epoch();
+            match attempt(&mut guard) {
+                Err(Error::Again) => {}
+                r => return r,
+            }
+            drop(guard);
+            if !self.wait_past(seen, deadline) {
+                return Err(Error::Again);
+            }
+            guard = lock()?;
+        }
+    }
+
+    /// Wakes every sleeper and poller without raising the level: the socket's state changed
+    /// outside its mailbox (it was closed).
+    pub(crate) fn wake_all(&self) {
+        let mut st = self.lock();
+        self.bump(&mut st);
+    }
+
+    fn bump(&self, st: &mut WaitState) {
+        st.epoch += 1;
+        if st.sleepers > 0 {
+            self.cv.notify_all();
+        }
+        for s in &st.signalers {
+            s.signal();
+        }
+    }
+
+    /// Registers a poller's signaler: every signal from now on wakes it too.
+    pub(crate) fn add_signaler(&self, s: Arc<Signaler>) {
+        self.lock().signalers.push(s);
+    }
+
+    /// Unregisters a poller's signaler (one registration of it).
+    pub(crate) fn remove_signaler(&self, s: &Arc<Signaler>) {
+        let mut st = self.lock();
+        if let Some(i) = st.signalers.iter().position(|x| Arc::ptr_eq(x, s)) {
+            st.signalers.swap_remove(i);
+        }
+    }
+
+    /// Unregisters every poller (the socket closed).
+    pub(crate) fn clear_signalers(&self) {
+        self.lock().signalers.clear();
+    }
+}
+
+impl Wake for WaitSet {
+    fn signal(&self) {
+        let mut st = self.lock();
+        st.raised = true;
+        self.bump(&mut st);
+    }
+
+    fn clear(&self) -> bool {
+        std::mem::take(&mut self.lock().raised)
+    }
+
+    /// The level as a one-owner socket's blocking call waits for it.
+    fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut st = self.lock();
+        while !st.raised {
+            let seen = st.epoch;
+            drop(st);
+            if !self.wait_past(seen, deadline) {
+                return Ok(false);
+            }
+            st = self.lock();
+        }
+        Ok(true)
+    }
+}
+
 /// A multi-producer command queue for one reader, signalling only a sleeping reader.
-pub(crate) struct Mailbox<C> {
+pub(crate) struct Mailbox<C, W: Wake = Signaler> {
     queue: SegQueue<C>,
     /// True when no signal is outstanding: the next sender must signal.
     asleep: AtomicBool,
-    signaler: Signaler,
+    signaler: W,
 }
 
 impl<C> Mailbox<C> {
-    /// A new mailbox.
+    /// A new mailbox woken through an eventfd.
     pub(crate) fn new() -> Result<Mailbox<C>> {
-        Ok(Mailbox {
+        Ok(Mailbox::with_wake(Signaler::new()?))
+    }
+
+    /// The fd that becomes readable when commands arrive for an idle reader (`ZMQ_FD`).
+    pub(crate) fn fd(&self) -> RawFd {
+        self.signaler.as_raw_fd()
+    }
+}
+
+impl<C, W: Wake> Mailbox<C, W> {
+    /// A new mailbox woken through `wake`.
+    pub(crate) fn with_wake(wake: W) -> Mailbox<C, W> {
+        Mailbox {
             queue: SegQueue::new(),
             asleep: AtomicBool::new(true),
-            signaler: Signaler::new()?,
-        })
+            signaler: wake,
+        }
+    }
+
+    /// Its wake-up.
+    pub(crate) fn wake(&self) -> &W {
+        &self.signaler
     }
 
     /// Queues a command, waking the reader if it is idle.
@@ -165,11 +376,6 @@ impl<C> Mailbox<C> {
             Err(Error::Intr) => Err(Error::Intr),
             Err(e) => Err(e),
         }
-    }
-
-    /// The fd that becomes readable when commands arrive for an idle reader (`ZMQ_FD`).
-    pub(crate) fn fd(&self) -> RawFd {
-        self.signaler.as_raw_fd()
     }
 }
 

@@ -24,9 +24,11 @@ use crate::sockopt::SendFlags;
 
 mod endpoints;
 mod recv;
+mod safe;
 
 use endpoints::{EndpointHandle, EndpointRec};
 use recv::RxSize;
+pub use safe::{Direction, SocketGuard, ThreadSafeSocket, Waiters, WakeFd};
 
 pub use crate::options::{DONTWAIT, SNDMORE};
 
@@ -94,7 +96,7 @@ impl Socket {
     }
 
     fn new(ctx: Arc<CtxShared>, ty: SocketType, id: u64) -> Result<Socket> {
-        let shared = Arc::new(SocketShared::new(id)?);
+        let shared = Arc::new(SocketShared::new(id, ty.is_thread_safe())?);
         let options = Options::with_ctx(ty, &ctx.ctx_options());
         Ok(Socket {
             shared,
@@ -346,8 +348,10 @@ impl Socket {
     }
 
     /// `ZMQ_FD`: readable when the socket's state may have changed (check [`Socket::events`]).
+    /// -1 for a thread-safe socket, which has no such fd (its `ZMQ_FD` option is `EINVAL`, as
+    /// in libzmq 4.3.5): pollers register a [`WakeFd`] with its [`Socket::waiters`] instead.
     pub fn fd(&self) -> RawFd {
-        self.shared.mailbox.fd()
+        self.shared.mailbox.wake().fd().unwrap_or(-1)
     }
 
     // ----- options --------------------------------------------------------------------------
@@ -422,12 +426,15 @@ impl Socket {
         }
         match opt {
             o::RCVMORE => Ok(OptValue::IntRelaxed(i32::from(self.rcvmore))),
-            o::FD => Ok(OptValue::IntRelaxed(self.fd())),
+            o::FD => match self.shared.mailbox.wake().fd() {
+                Some(fd) => Ok(OptValue::IntRelaxed(fd)),
+                None => Err(Error::Inval),
+            },
             o::EVENTS => Ok(OptValue::IntRelaxed(i32::from(self.events()?))),
             o::TYPE => Ok(OptValue::Int(self.ty as i32)),
             o::LAST_ENDPOINT => Ok(OptValue::Str(self.last_endpoint.clone().into_bytes())),
-            // libzmq's answer for the type (the DRAFT types but DGRAM): the C ABI locks such a
-            // socket for each call; natively a `Socket` is used through `&mut` either way.
+            // libzmq's answer for the type (the DRAFT types but DGRAM): a ThreadSafeSocket (the
+            // C ABI's handle of such a socket) locks it for each call.
             o::THREAD_SAFE => Ok(OptValue::IntRelaxed(i32::from(self.ty.is_thread_safe()))),
             o::TOPICS_COUNT => match self.pattern.topics_count() {
                 Some(n) => Ok(OptValue::IntRelaxed(i32::try_from(n).unwrap_or(i32::MAX))),

@@ -11,13 +11,13 @@
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
     atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering},
-    Arc, Mutex,
+    Arc, Condvar, Mutex, MutexGuard,
 };
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{
     atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering},
-    Arc, Mutex,
+    Arc, Condvar, Mutex, MutexGuard,
 };
 
 /// A busy-wait hint; under loom a yield, so that a spinning thread lets the one it waits for run.

@@ -1,6 +1,8 @@
 //! rzmq-rdma: the RDMA transport for rzmq (providers, credit ring, rendezvous).
 //!
 //! Floors, bottom to top, each importing only those below it:
+//! - [`wire`]: the one byte order, bounds-checked reader and writer, and version of every layout
+//!   a peer reads (docs/RDMA.md draws them);
 //! - [`provider`]: the verbs surface as a trait family; [`provider::soft`] (a userspace RC NIC
 //!   for CI and laptops), `provider::ibverbs` (libibverbs via rdma-mummy-sys, feature
 //!   `ibverbs`, on by default) and [`provider::loopback`] (QPs of one process, a wire that
@@ -67,6 +69,7 @@ pub mod settings;
 #[doc(hidden)]
 pub mod testing;
 pub mod upgrade;
+pub mod wire;
 
 pub use settings::RdmaOptions;
 

@@ -7,10 +7,11 @@
 //! immediate; [`Ring::on_send_complete`] for a signaled send completion) and takes work requests
 //! out ([`Ring::poll_op`]), which it maps 1:1 onto verbs.
 //!
-//! Framing. A record is an 8-byte header (`len: u32 LE`, kind, flags, `seq: u16 LE`) and `len`
-//! payload bytes, padded to 8. A record never straddles the end of the ring: when it does not
-//! fit, a PAD record fills the rest and the record starts at offset 0. The sequence number (low
-//! 16 bits of the record count) lets the receiver detect loss, duplication or reordering.
+//! Framing. A record is an 8-byte [`RecordHeader`] (`len: u32`, kind, flags, `seq: u16`, in
+//! [`crate::wire`]'s byte order) and `len` payload bytes, padded to 8. A record never straddles
+//! the end of the ring: when it does not fit, a PAD record fills the rest and the record starts
+//! at offset 0. The sequence number (low 16 bits of the record count) lets the receiver detect
+//! loss, duplication or reordering.
 //!
 //! Notification. [`Ring::flush`] covers every record staged since the last flush with one or two
 //! RDMA WRITEs (two at the wrap), the last one WRITE_WITH_IMM whose immediate is the byte count:
@@ -35,6 +36,7 @@ use std::collections::VecDeque;
 use std::fmt;
 
 use crate::region::Region;
+use crate::wire::{Layout, Reader, WireError, Writer};
 
 /// Bytes of a record header.
 pub const REC_HDR: usize = 8;
@@ -61,6 +63,7 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// From its wire byte.
     fn from_u8(v: u8) -> Option<Kind> {
         match v {
             1 => Some(Kind::Data),
@@ -68,6 +71,49 @@ impl Kind {
             3 => Some(Kind::Pad),
             _ => None,
         }
+    }
+}
+
+/// A record's header ([`REC_HDR`] bytes): payload length, kind, the frame's flags, and the low
+/// 16 bits of the record count (the receiver checks them for loss, duplication or reordering).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordHeader {
+    /// Payload bytes that follow (the record is padded to 8).
+    pub len: u32,
+    /// What the record carries.
+    pub kind: Kind,
+    /// The frame's flags (MORE, COMMAND).
+    pub flags: u8,
+    /// The record's sequence number.
+    pub seq: u16,
+}
+
+impl Layout for RecordHeader {
+    const NAME: &'static str = "ring record header";
+
+    fn encoded_len(&self) -> usize {
+        REC_HDR
+    }
+
+    /// `len: u32`, kind, flags, `seq: u16`.
+    #[inline]
+    fn encode(&self, w: &mut Writer<'_>) {
+        w.u32(self.len);
+        w.u8(self.kind as u8);
+        w.u8(self.flags);
+        w.u16(self.seq);
+    }
+
+    #[inline]
+    fn decode(r: &mut Reader<'_>) -> Result<RecordHeader, WireError> {
+        let len = r.u32()?;
+        let kind = Kind::from_u8(r.u8()?).ok_or(r.invalid("kind"))?;
+        Ok(RecordHeader {
+            len,
+            kind,
+            flags: r.u8()?,
+            seq: r.u16()?,
+        })
     }
 }
 
@@ -90,29 +136,16 @@ impl Credits {
             ^ MAILBOX_MAGIC
     }
 
-    /// The mailbox form: the three counters and a check word, little-endian.
+    /// The mailbox form ([`Layout`]).
     pub fn encode(&self) -> [u8; MAILBOX_LEN] {
         let mut b = [0u8; MAILBOX_LEN];
-        b[0..8].copy_from_slice(&self.consumed.to_le_bytes());
-        b[8..16].copy_from_slice(&self.recvs_posted.to_le_bytes());
-        b[16..24].copy_from_slice(&self.rndv_done.to_le_bytes());
-        b[24..32].copy_from_slice(&self.check().to_le_bytes());
+        Layout::encode(self, &mut Writer::new(&mut b));
         b
     }
 
-    /// Parses a mailbox; `None` for a torn or never-written one.
+    /// Parses a mailbox; `None` for a torn or never-written one (the check word disagrees).
     pub fn decode(b: &[u8; MAILBOX_LEN]) -> Option<Credits> {
-        let at = |o: usize| {
-            let mut x = [0u8; 8];
-            x.copy_from_slice(&b[o..o + 8]);
-            u64::from_le_bytes(x)
-        };
-        let c = Credits {
-            consumed: at(0),
-            recvs_posted: at(8),
-            rndv_done: at(16),
-        };
-        (at(24) == c.check()).then_some(c)
+        <Credits as Layout>::decode(&mut Reader::new(<Credits as Layout>::NAME, b)).ok()
     }
 
     fn max(self, o: Credits) -> Credits {
@@ -121,6 +154,34 @@ impl Credits {
             recvs_posted: self.recvs_posted.max(o.recvs_posted),
             rndv_done: self.rndv_done.max(o.rndv_done),
         }
+    }
+}
+
+impl Layout for Credits {
+    const NAME: &'static str = "credit mailbox";
+
+    fn encoded_len(&self) -> usize {
+        MAILBOX_LEN
+    }
+
+    /// The three counters and a check word, each a `u64`.
+    fn encode(&self, w: &mut Writer<'_>) {
+        w.u64(self.consumed);
+        w.u64(self.recvs_posted);
+        w.u64(self.rndv_done);
+        w.u64(self.check());
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Credits, WireError> {
+        let c = Credits {
+            consumed: r.u64()?,
+            recvs_posted: r.u64()?,
+            rndv_done: r.u64()?,
+        };
+        if r.u64()? != c.check() {
+            return Err(r.invalid("check word"));
+        }
+        Ok(c)
     }
 }
 
@@ -193,6 +254,8 @@ pub enum RingError {
     },
     /// The peer violated the protocol (overran the ring, bad record); the connection must close.
     Protocol(&'static str),
+    /// A record header that does not decode; the connection must close.
+    Wire(WireError),
 }
 
 impl fmt::Display for RingError {
@@ -202,11 +265,18 @@ impl fmt::Display for RingError {
                 write!(f, "frame of {len} bytes exceeds the ring's {max}")
             }
             RingError::Protocol(why) => write!(f, "ring protocol violation: {why}"),
+            RingError::Wire(e) => write!(f, "ring protocol violation: {e}"),
         }
     }
 }
 
 impl std::error::Error for RingError {}
+
+impl From<WireError> for RingError {
+    fn from(e: WireError) -> RingError {
+        RingError::Wire(e)
+    }
+}
 
 /// A received record, borrowed from the ring until [`Ring::advance`].
 #[derive(Debug)]
@@ -498,10 +568,13 @@ impl Ring {
 
     fn put_header(&mut self, pos: u64, len: u32, kind: Kind, flags: u8) {
         let mut h = [0u8; REC_HDR];
-        h[0..4].copy_from_slice(&len.to_le_bytes());
-        h[4] = kind as u8;
-        h[5] = flags;
-        h[6..8].copy_from_slice(&self.seq_tx.to_le_bytes());
+        let hdr = RecordHeader {
+            len,
+            kind,
+            flags,
+            seq: self.seq_tx,
+        };
+        hdr.encode(&mut Writer::new(&mut h));
         self.seq_tx = self.seq_tx.wrapping_add(1);
         // SAFETY: as in `send`: the range is free (credited) and not read by the NIC.
         unsafe { self.mirror.write(pos as usize, &h) };
@@ -658,10 +731,13 @@ impl Ring {
             // SAFETY: bytes tail..avail were notified and are not rewritten before we return
             // their credit (the peer's contract, checked by on_recv's overrun test).
             let h = unsafe { self.ring.slice(pos as usize, REC_HDR) };
-            let len = u64::from(u32::from_le_bytes([h[0], h[1], h[2], h[3]]));
-            let kind = Kind::from_u8(h[4]).ok_or(RingError::Protocol("bad record kind"))?;
-            let flags = h[5];
-            let seq = u16::from_le_bytes([h[6], h[7]]);
+            let RecordHeader {
+                len,
+                kind,
+                flags,
+                seq,
+            } = RecordHeader::decode(&mut Reader::new(RecordHeader::NAME, h))?;
+            let len = u64::from(len);
             if seq != self.seq_rx {
                 return Err(RingError::Protocol("record sequence gap"));
             }
@@ -1197,6 +1273,43 @@ mod tests {
                 batch_bytes: batch,
             };
             run(evs, cfg);
+        }
+
+        #[test]
+        fn record_header_round_trips(len in any::<u32>(), kind in 1u8..4, flags in any::<u8>(),
+                                     seq in any::<u16>()) {
+            let h = RecordHeader { len, kind: Kind::from_u8(kind).unwrap(), flags, seq };
+            let b = crate::wire::to_vec(&h);
+            prop_assert_eq!(b.len(), REC_HDR);
+            prop_assert_eq!(crate::wire::from_bytes::<RecordHeader>(&b), Ok(h));
+        }
+
+        #[test]
+        fn record_header_decodes_any_bytes_without_panic(b in proptest::collection::vec(any::<u8>(), 0..16)) {
+            match crate::wire::from_bytes::<RecordHeader>(&b) {
+                // Whatever decodes is exactly the header its bytes encode.
+                Ok(h) => prop_assert_eq!(crate::wire::to_vec(&h), b),
+                Err(e) => prop_assert!(b.len() != REC_HDR || !(1..4).contains(&b[4]), "{e}"),
+            }
+        }
+
+        #[test]
+        fn credits_round_trip(consumed in any::<u64>(), recvs_posted in any::<u64>(),
+                              rndv_done in any::<u64>()) {
+            let c = Credits { consumed, recvs_posted, rndv_done };
+            prop_assert_eq!(Credits::decode(&c.encode()), Some(c));
+        }
+
+        #[test]
+        fn mailbox_decodes_any_bytes_without_panic(b in any::<[u8; MAILBOX_LEN]>(), flip in 0usize..MAILBOX_LEN * 8) {
+            // A mailbox that decodes re-encodes to its bytes; a torn one (a bit flipped) fails.
+            if let Some(c) = Credits::decode(&b) {
+                prop_assert_eq!(c.encode(), b);
+            }
+            let c = Credits { consumed: 1, recvs_posted: 2, rndv_done: 3 };
+            let mut torn = c.encode();
+            torn[flip / 8] ^= 1 << (flip % 8);
+            prop_assert_eq!(Credits::decode(&torn), None);
         }
     }
 }

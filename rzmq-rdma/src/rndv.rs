@@ -22,6 +22,7 @@ use rzmq_core::msg::Msg;
 use crate::mr_cache::Registrar;
 use crate::provider::{self, Access, Mr};
 use crate::region::Region;
+use crate::wire::{self, Layout, Reader, WireError, Writer};
 
 /// Default threshold above which frames travel by rendezvous (`RZMQ_RDMA_RNDV_THRESHOLD`).
 pub(crate) const DEFAULT_THRESHOLD: usize = crate::settings::DEFAULT_RNDV_THRESHOLD;
@@ -42,33 +43,45 @@ pub(crate) struct Descriptor {
     pub rkey: u32,
 }
 
+impl Layout for Descriptor {
+    const NAME: &'static str = "rendezvous descriptor";
+
+    fn encoded_len(&self) -> usize {
+        DESC_LEN
+    }
+
+    /// token, addr, len (`u64` each), rkey, 4 reserved bytes (sent zero, ignored on receipt).
+    fn encode(&self, w: &mut Writer<'_>) {
+        w.u64(self.token);
+        w.u64(self.addr);
+        w.u64(self.len);
+        w.u32(self.rkey);
+        w.u32(0);
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Descriptor, WireError> {
+        let d = Descriptor {
+            token: r.u64()?,
+            addr: r.u64()?,
+            len: r.u64()?,
+            rkey: r.u32()?,
+        };
+        r.u32()?;
+        Ok(d)
+    }
+}
+
 impl Descriptor {
-    /// Little-endian wire form (token, addr, len, rkey, 4 reserved bytes).
+    /// The record's bytes.
     pub(crate) fn encode(&self) -> [u8; DESC_LEN] {
         let mut b = [0u8; DESC_LEN];
-        b[0..8].copy_from_slice(&self.token.to_le_bytes());
-        b[8..16].copy_from_slice(&self.addr.to_le_bytes());
-        b[16..24].copy_from_slice(&self.len.to_le_bytes());
-        b[24..28].copy_from_slice(&self.rkey.to_le_bytes());
+        Layout::encode(self, &mut Writer::new(&mut b));
         b
     }
 
-    /// Parses [`Descriptor::encode`]'s output.
+    /// Parses a whole record ([`Descriptor::encode`]'s output, no byte more or less).
     pub(crate) fn decode(b: &[u8]) -> Result<Descriptor, RndvError> {
-        if b.len() != DESC_LEN {
-            return Err(RndvError::Protocol("descriptor length"));
-        }
-        let at = |o: usize| {
-            let mut x = [0u8; 8];
-            x.copy_from_slice(&b[o..o + 8]);
-            u64::from_le_bytes(x)
-        };
-        Ok(Descriptor {
-            token: at(0),
-            addr: at(8),
-            len: at(16),
-            rkey: u32::from_le_bytes([b[24], b[25], b[26], b[27]]),
-        })
+        Ok(wire::from_bytes(b)?)
     }
 }
 
@@ -77,17 +90,26 @@ impl Descriptor {
 pub enum RndvError {
     /// Out-of-order token, FIN beyond what was sent, bad descriptor.
     Protocol(&'static str),
+    /// A descriptor that does not decode.
+    Wire(WireError),
 }
 
 impl fmt::Display for RndvError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RndvError::Protocol(w) => write!(f, "rendezvous protocol violation: {w}"),
+            RndvError::Wire(e) => write!(f, "rendezvous protocol violation: {e}"),
         }
     }
 }
 
 impl std::error::Error for RndvError {}
+
+impl From<WireError> for RndvError {
+    fn from(e: WireError) -> RndvError {
+        RndvError::Wire(e)
+    }
+}
 
 /// The sender's side: holds each frame (`T`: the message and its registration) until its FIN.
 pub(crate) struct RndvSender<T> {
@@ -509,7 +531,31 @@ mod tests {
             rkey: 77,
         };
         assert_eq!(Descriptor::decode(&d.encode()).unwrap(), d);
-        assert!(Descriptor::decode(&[0; 31]).is_err());
+        assert!(matches!(
+            Descriptor::decode(&[0; 31]),
+            Err(RndvError::Wire(WireError::Truncated { .. }))
+        ));
+        assert!(matches!(
+            Descriptor::decode(&[0; 33]),
+            Err(RndvError::Wire(WireError::Trailing { .. }))
+        ));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn descriptor_round_trips(token: u64, addr: u64, len: u64, rkey: u32) {
+            let d = Descriptor { token, addr, len, rkey };
+            proptest::prop_assert_eq!(Descriptor::decode(&d.encode()), Ok(d));
+        }
+
+        #[test]
+        fn descriptor_decodes_any_bytes_without_panic(b in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            match Descriptor::decode(&b) {
+                // The reserved bytes are ignored: the rest re-encodes as it came.
+                Ok(d) => proptest::prop_assert_eq!(&d.encode()[..28], &b[..28]),
+                Err(_) => proptest::prop_assert!(b.len() != DESC_LEN),
+            }
+        }
     }
 
     #[test]

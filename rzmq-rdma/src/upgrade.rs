@@ -24,9 +24,7 @@ use crate::datapath::{ConnectInfo, DataPath, DataPathConfig, DataPathError};
 use crate::provider::soft::{SoftConfig, SoftProvider, WireAddr};
 use crate::provider::{self, Device, Provider, ProviderKind};
 use crate::settings::RdmaOptions;
-
-/// Version of the upgrade blobs and of the advertised property.
-const VERSION: &str = "1";
+use crate::wire;
 
 /// The process's RDMA upgrader (see the module documentation).
 pub(crate) struct RdmaUpgrader {
@@ -117,11 +115,14 @@ impl Upgrader for RdmaUpgrader {
     }
 
     fn advertise(&self) -> Result<Vec<u8>, AltError> {
-        Ok(format!("{VERSION} {}", self.kind()?.name()).into_bytes())
+        Ok(wire::property(self.kind()?.name()))
     }
 
+    /// The peer's wire version must be ours ([`wire::WireError::Version`]'s text otherwise),
+    /// then its provider.
     fn compatible(&self, peer_value: &[u8]) -> Result<(), AltError> {
         let ours = self.advertise()?;
+        wire::check_property(peer_value).map_err(|e| AltError(e.to_string()))?;
         if peer_value == ours.as_slice() {
             Ok(())
         } else {
@@ -312,13 +313,41 @@ mod tests {
     }
 
     #[test]
+    fn a_peer_of_another_wire_version_is_refused_with_the_reason() {
+        let u = RdmaUpgrader::from_options(&RdmaOptions {
+            provider: ProviderChoice::Soft,
+            ..RdmaOptions::default()
+        });
+        assert_eq!(u.compatible(&wire::property("soft")), Ok(()));
+        // In the handshake: the property names the version.
+        let e = u.compatible(b"1 soft").unwrap_err();
+        assert!(
+            e.0.contains("version 1") && e.0.contains(&format!("speaks {}", wire::VERSION)),
+            "{e}"
+        );
+        assert!(
+            u.compatible(&wire::property("ibverbs")).is_err(),
+            "another provider"
+        );
+        // Should a peer get that far: its blob names the version too.
+        let (half, blob) = u.start(None).unwrap();
+        let mut old = blob.clone();
+        old[4] = 1;
+        let e = half.complete(&old).err().expect("refused");
+        assert!(e.0.contains("version 1"), "{e}");
+    }
+
+    #[test]
     fn an_upgrader_from_typed_options() {
         let u = RdmaUpgrader::from_options(&RdmaOptions {
             provider: ProviderChoice::Soft,
             log: true,
             ..RdmaOptions::default()
         });
-        assert_eq!(u.advertise().unwrap(), b"1 soft");
+        assert_eq!(
+            u.advertise().unwrap(),
+            format!("{} soft", wire::VERSION).as_bytes()
+        );
         assert!(u.log_enabled() && !u.events_enabled());
         let broken = RdmaUpgrader::from_options(&RdmaOptions {
             provider_error: Some("RZMQ_SOFT_CMA=\"2\": expected on/off".into()),

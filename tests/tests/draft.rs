@@ -1,13 +1,17 @@
 //! libzmq's draft socket types through the native API, over inproc, tcp and ipc: CLIENT/SERVER
 //! routing by `u32` routing id, SCATTER/GATHER fan-out and fan-in, PEER/PEER through
 //! `connect_peer`, CHANNEL, and the errors libzmq gives (EHOSTUNREACH, EINVAL for multipart,
-//! ENOTSUP for what a type does not do). The RDMA case is in rdma.rs (that binary turns the
-//! upgrade on).
+//! ENOTSUP for what a type does not do); thread-safe sockets (`ThreadSafeSocket`: several
+//! threads blocked in one socket's calls, pollers with wake-ups of their own, no `ZMQ_FD`).
+//! The RDMA case is in rdma.rs (that binary turns the upgrade on).
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rzmq_core::options as opt;
-use rzmq_core::{Context, Error, Msg, Socket, SocketType, DONTWAIT, SNDMORE};
+use rzmq_core::poll::{poll, PollItem, ZMQ_POLLIN};
+use rzmq_core::{Context, Error, Msg, Socket, SocketType, ThreadSafeSocket, DONTWAIT, SNDMORE};
 use rzmq_tests::{inproc_endpoint, ipc_endpoint, timed_socket};
 
 fn sock(ctx: &Context, ty: SocketType) -> Socket {
@@ -262,4 +266,168 @@ fn group_calls_are_refused_outside_dish() {
     assert_eq!(s.join("g"), Err(Error::NotSup));
     assert_eq!(s.leave("g"), Err(Error::NotSup));
     assert_eq!(s.join(vec![b'g'; 256]), Err(Error::Inval));
+}
+
+// ---- thread-safe sockets ----------------------------------------------------------------------
+
+/// A SERVER bound on `tr`, shared by threads, and a CLIENT connected to it.
+fn shared_server(ctx: &Context, tr: &str, tag: &str) -> (Arc<ThreadSafeSocket>, Socket) {
+    let mut server = sock(ctx, SocketType::Server);
+    let ep = bind(&mut server, tr, tag);
+    let mut client = sock(ctx, SocketType::Client);
+    client.connect(&ep).unwrap();
+    (Arc::new(ThreadSafeSocket::new(server).unwrap()), client)
+}
+
+#[test]
+fn thread_safe_sockets_have_no_fd_and_wrap_only_their_types() {
+    let ctx = Context::new();
+    for ty in [
+        SocketType::Server,
+        SocketType::Client,
+        SocketType::Radio,
+        SocketType::Dish,
+        SocketType::Scatter,
+        SocketType::Gather,
+        SocketType::Peer,
+        SocketType::Channel,
+    ] {
+        let mut s = sock(&ctx, ty);
+        assert_eq!(s.get_option(opt::FD).unwrap_err(), Error::Inval, "{ty:?}");
+        assert_eq!(s.fd(), -1, "{ty:?}");
+        assert!(s.waiters().is_some(), "{ty:?}");
+        ThreadSafeSocket::new(s).unwrap();
+    }
+    for ty in [SocketType::Dealer, SocketType::Dgram, SocketType::Pair] {
+        let mut s = sock(&ctx, ty);
+        assert!(s.get_option(opt::FD).is_ok(), "{ty:?}");
+        assert!(s.waiters().is_none(), "{ty:?}");
+        assert_eq!(
+            ThreadSafeSocket::new(s).unwrap_err(),
+            Error::Inval,
+            "{ty:?}"
+        );
+    }
+}
+
+/// Four threads blocked in `recv` on one SERVER: each message wakes a receiver (every blocked
+/// thread wakes for the signals after its own last try, so none sleeps through a message
+/// another thread's look consumed the wake-up of).
+#[test]
+fn thread_safe_server_serves_four_blocked_receivers() {
+    for tr in TRANSPORTS {
+        let ctx = Context::new();
+        let (server, mut client) = shared_server(&ctx, tr, "ts4");
+        let rounds: u32 = 50;
+        let receivers: Vec<_> = (0..4)
+            .map(|_| {
+                let s = server.clone();
+                std::thread::spawn(move || {
+                    let mut got = Vec::new();
+                    loop {
+                        let m = s.recv_msg(0).unwrap();
+                        if m.data() == b"stop" {
+                            return got;
+                        }
+                        got.push(u32::from_le_bytes(m.data().try_into().unwrap()));
+                        // Answer it: the client waits for each reply, so the receivers are
+                        // all blocked again (but the one answering) when the next one comes.
+                        s.send_msg(to(m.routing_id(), m.data()), 0).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for i in 0..rounds {
+            client.send(Msg::copy_from(&i.to_le_bytes()), 0).unwrap();
+            let back = client.recv_msg(0).unwrap();
+            assert_eq!(back.data(), i.to_le_bytes(), "{tr}");
+        }
+        for _ in 0..4 {
+            client.send("stop", 0).unwrap();
+        }
+        let mut all: Vec<u32> = receivers
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..rounds).collect::<Vec<u32>>(), "{tr}");
+    }
+}
+
+/// Two threads polling one SERVER and a third blocked in `recv`: a message wakes all of them
+/// (each poller has its own wake-up), the pollers see POLLIN until the receiver takes it.
+#[test]
+fn thread_safe_pollers_each_get_their_wake_up() {
+    let ctx = Context::new();
+    let (server, mut client) = shared_server(&ctx, "tcp", "tspoll");
+    let barrier = Arc::new(std::sync::Barrier::new(3));
+    let pollers: Vec<_> = (0..2)
+        .map(|_| {
+            let (s, b) = (server.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let mut r = &*s;
+                let mut items = [PollItem::socket(&mut r, ZMQ_POLLIN)];
+                // Nothing yet.
+                assert_eq!(poll(&mut items, Some(Duration::ZERO)).unwrap(), 0);
+                b.wait();
+                let n = poll(&mut items, Some(Duration::from_secs(10))).unwrap();
+                (n, items[0].revents)
+            })
+        })
+        .collect();
+    barrier.wait();
+    std::thread::sleep(Duration::from_millis(50));
+    client.send("one", 0).unwrap();
+    for p in pollers {
+        assert_eq!(p.join().unwrap(), (1, ZMQ_POLLIN));
+    }
+    assert_eq!(server.recv_bytes(0).unwrap(), b"one");
+    assert_eq!(server.recv_msg(DONTWAIT).unwrap_err(), Error::Again);
+}
+
+/// A blocked call ends on its timeout, on the context's termination (ETERM) and on close
+/// (ENOTSOCK); calls after close fail with ENOTSOCK.
+#[test]
+fn thread_safe_blocked_calls_end_on_timeout_term_and_close() {
+    let ctx = Context::new();
+    let (server, _client) = shared_server(&ctx, "inproc", "tsend");
+    server
+        .lock()
+        .unwrap()
+        .set_option_i32(opt::RCVTIMEO, 50)
+        .unwrap();
+    let t0 = Instant::now();
+    assert_eq!(server.recv_msg(0).unwrap_err(), Error::Again);
+    assert!(t0.elapsed() >= Duration::from_millis(50));
+    server
+        .lock()
+        .unwrap()
+        .set_option_i32(opt::RCVTIMEO, -1)
+        .unwrap();
+
+    let s = server.clone();
+    let blocked = std::thread::spawn(move || s.recv_msg(0).unwrap_err());
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(server.close());
+    assert_eq!(blocked.join().unwrap(), Error::NotSock);
+    assert_eq!(server.recv_msg(DONTWAIT).unwrap_err(), Error::NotSock);
+    assert!(!server.close());
+
+    let ctx2 = Context::new();
+    let (server, client) = shared_server(&ctx2, "inproc", "tsterm");
+    server
+        .lock()
+        .unwrap()
+        .set_option_i32(opt::RCVTIMEO, -1)
+        .unwrap();
+    let s = server.clone();
+    let blocked = std::thread::spawn(move || {
+        let e = s.recv_msg(0).unwrap_err();
+        s.close();
+        e
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    drop(client);
+    ctx2.term().unwrap();
+    assert_eq!(blocked.join().unwrap(), Error::Term);
 }

@@ -1,64 +1,21 @@
-//! CHANNEL: exactly one peer, single-part messages (libzmq `channel_t`); a thread-safe PAIR.
+//! CHANNEL: exactly one peer, single-part messages (libzmq `channel_t`): a thread-safe PAIR,
+//! [`SinglePart`] of it.
 //!
-//! Further pipes are refused as PAIR refuses them ([`PipeTable::kill`]); a frame with MORE is
-//! `EINVAL`, multipart messages from the peer are dropped.
+//! Further pipes are refused as PAIR refuses them ([`super::PipeTable::kill`]); a frame with MORE
+//! is `EINVAL`, multipart messages from the peer are dropped.
 
 use super::pair::Pair;
-use super::single::{check_single, SingleFq};
-use super::{Pattern, PipeId, PipeTable};
-use crate::error::{Error, Result};
-use crate::msg::Msg;
+use super::single::SinglePart;
 
-/// The CHANNEL pattern.
-#[derive(Default)]
-pub(crate) struct Channel {
-    pair: Pair,
-    single: SingleFq,
-}
-
-impl Channel {
-    /// A CHANNEL with no peer.
-    pub(crate) fn new() -> Channel {
-        Channel::default()
-    }
-}
-
-impl Pattern for Channel {
-    fn attach(&mut self, id: PipeId, pipes: &mut PipeTable) {
-        self.pair.attach(id, pipes);
-    }
-
-    fn terminated(&mut self, id: PipeId, pipes: &mut PipeTable) {
-        self.single.terminated(id);
-        self.pair.terminated(id, pipes);
-    }
-
-    fn read_activated(&mut self, _id: PipeId, _pipes: &mut PipeTable) {}
-
-    fn write_activated(&mut self, _id: PipeId, _pipes: &mut PipeTable) {}
-
-    fn send(&mut self, msg: Msg, pipes: &mut PipeTable) -> std::result::Result<(), (Msg, Error)> {
-        self.pair.send(check_single(msg)?, pipes)
-    }
-
-    fn recv(&mut self, pipes: &mut PipeTable) -> Result<Msg> {
-        let id = self.pair.pipe().ok_or(Error::Again)?;
-        self.single.recv_from(id, pipes)
-    }
-
-    fn has_in(&mut self, pipes: &mut PipeTable) -> bool {
-        self.pair.has_in(pipes)
-    }
-
-    fn has_out(&mut self, pipes: &mut PipeTable) -> bool {
-        self.pair.has_out(pipes)
-    }
-}
+/// The CHANNEL pattern: PAIR under the single-part rule.
+pub(crate) type Channel = SinglePart<Pair>;
 
 #[cfg(test)]
 mod tests {
     use super::super::testutil::*;
+    use super::super::PipeTable;
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn one_peer_single_part() {

@@ -1,66 +1,18 @@
 //! CLIENT: load-balances outgoing and fair-queues incoming single-part messages (libzmq
-//! `client_t`): a DEALER without multipart, talking to SERVERs.
+//! `client_t`): a DEALER without multipart, [`SinglePart`] of it, talking to SERVERs.
 
-use super::lb::Lb;
-use super::single::{check_single, SingleFq};
-use super::{Pattern, PipeId, PipeTable};
-use crate::error::{Error, Result};
-use crate::msg::Msg;
+use super::dealer::Dealer;
+use super::single::SinglePart;
 
-/// The CLIENT pattern.
-#[derive(Default)]
-pub(crate) struct Client {
-    lb: Lb,
-    fq: SingleFq,
-}
-
-impl Client {
-    /// A CLIENT with no peers.
-    pub(crate) fn new() -> Client {
-        Client::default()
-    }
-}
-
-impl Pattern for Client {
-    fn attach(&mut self, id: PipeId, _pipes: &mut PipeTable) {
-        self.fq.fq.attach(id);
-        self.lb.attach(id);
-    }
-
-    fn terminated(&mut self, id: PipeId, _pipes: &mut PipeTable) {
-        self.fq.terminated(id);
-        self.lb.terminated(id);
-    }
-
-    fn read_activated(&mut self, id: PipeId, _pipes: &mut PipeTable) {
-        self.fq.fq.activated(id);
-    }
-
-    fn write_activated(&mut self, id: PipeId, _pipes: &mut PipeTable) {
-        self.lb.activated(id);
-    }
-
-    fn send(&mut self, msg: Msg, pipes: &mut PipeTable) -> std::result::Result<(), (Msg, Error)> {
-        self.lb.send(check_single(msg)?, pipes).map(|_| ())
-    }
-
-    fn recv(&mut self, pipes: &mut PipeTable) -> Result<Msg> {
-        self.fq.recv(pipes).map(|(m, _)| m)
-    }
-
-    fn has_in(&mut self, pipes: &mut PipeTable) -> bool {
-        self.fq.fq.has_in(pipes)
-    }
-
-    fn has_out(&mut self, pipes: &mut PipeTable) -> bool {
-        self.lb.has_out(pipes)
-    }
-}
+/// The CLIENT pattern: DEALER under the single-part rule.
+pub(crate) type Client = SinglePart<Dealer>;
 
 #[cfg(test)]
 mod tests {
     use super::super::testutil::*;
+    use super::super::PipeTable;
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn round_robin_out_fair_queue_in_single_part_only() {

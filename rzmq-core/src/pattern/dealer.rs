@@ -5,6 +5,7 @@
 
 use super::fq::Fq;
 use super::lb::Lb;
+use super::single::RecvPipe;
 use super::{opt_bool, Pattern, PipeId, PipeTable};
 use crate::error::{Error, Result};
 use crate::msg::Msg;
@@ -32,12 +33,6 @@ impl Dealer {
         pipes: &mut PipeTable,
     ) -> std::result::Result<Option<PipeId>, (Msg, Error)> {
         self.lb.send(msg, pipes)
-    }
-
-    /// Receives one frame and the pipe it came from.
-    #[inline]
-    pub(crate) fn recv_pipe(&mut self, pipes: &mut PipeTable) -> Result<(Msg, PipeId)> {
-        self.fq.recv(pipes)
     }
 }
 
@@ -88,6 +83,14 @@ impl Pattern for Dealer {
             self.probe_router = opt_bool(value)?;
         }
         Ok(())
+    }
+}
+
+impl RecvPipe for Dealer {
+    /// Receives one frame and the pipe it came from (REQ checks replies by it).
+    #[inline]
+    fn recv_pipe(&mut self, pipes: &mut PipeTable) -> Result<(Msg, PipeId)> {
+        self.fq.recv(pipes)
     }
 }
 

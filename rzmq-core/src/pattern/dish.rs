@@ -13,25 +13,23 @@
 //! group of more than 255 bytes or with a NUL, more than one body frame) are a protocol error
 //! of the peer, as libzmq's session fails with `EFAULT`: the message is dropped and the pipe
 //! closed. `send` is `ENOTSUP`.
+//!
+//! The pipes, their reconnects and the message read ahead are [`super::subscriber`]'s, the
+//! skeleton SUB shares.
 
 use std::collections::HashSet;
 
-use super::dist::Dist;
 use super::fq::Fq;
-use super::{IdMap, Pattern, PipeId, PipeTable};
+use super::subscriber::Subscriber;
+use super::{Pattern, PipeId, PipeTable};
 use crate::error::{Error, Result};
 use crate::msg::{Msg, GROUP_MAX_LENGTH};
 use crate::zmtp::join_leave_body;
 
 /// The DISH pattern.
 pub(crate) struct Dish {
-    fq: Fq,
-    dist: Dist,
+    sub: Subscriber,
     subscriptions: HashSet<Vec<u8>>,
-    /// A matching message `has_in` read ahead.
-    message: Option<Msg>,
-    /// Pipes whose peer completed its first handshake (later ones are reconnects).
-    handshaken: IdMap<()>,
 }
 
 /// A `JOIN` (or `LEAVE`) command frame for `group`.
@@ -41,15 +39,56 @@ fn command(join: bool, group: &[u8]) -> Msg {
     m
 }
 
+/// The next message of a joined group (libzmq `xxrecv`).
+fn next(fq: &mut Fq, groups: &HashSet<Vec<u8>>, pipes: &mut PipeTable) -> Result<Msg> {
+    loop {
+        let (group, id) = fq.recv(pipes)?;
+        let ok_group = group.more() && group.len() <= GROUP_MAX_LENGTH;
+        let body = if group.more() {
+            // The rest of a message is there once its first frame is.
+            match fq.recv(pipes) {
+                Ok((b, _)) => Some(b),
+                Err(_) => None,
+            }
+        } else {
+            None
+        };
+        let Some(mut body) = body.filter(|_| ok_group) else {
+            malformed(id, pipes);
+            continue;
+        };
+        if body.more() {
+            malformed(id, pipes);
+            continue;
+        }
+        if !groups.contains(group.data()) {
+            continue;
+        }
+        if body.set_group(group.data()).is_err() {
+            // A NUL inside the group: no C caller could read it.
+            malformed(id, pipes);
+            continue;
+        }
+        return Ok(body);
+    }
+}
+
+/// The peer on `id` broke the RADIO wire form: skip the rest of its message, close it.
+fn malformed(id: PipeId, pipes: &mut PipeTable) {
+    if let Some(r) = pipes.reader(id) {
+        if r.in_multipart() {
+            while r.read().is_some_and(|m| m.more()) {}
+        }
+    }
+    pipes.kill(id);
+}
+
 impl Dish {
     /// A DISH that joined nothing.
     pub(crate) fn new() -> Dish {
         Dish {
-            fq: Fq::new(),
-            dist: Dist::new(),
+            sub: Subscriber::new(),
             subscriptions: HashSet::new(),
-            message: None,
-            handshaken: IdMap::default(),
         }
     }
 
@@ -60,78 +99,30 @@ impl Dish {
             let _ = w.try_write(command(true, g));
         }
     }
-
-    /// The next message of a joined group (libzmq `xxrecv`).
-    fn next(&mut self, pipes: &mut PipeTable) -> Result<Msg> {
-        loop {
-            let (group, id) = self.fq.recv(pipes)?;
-            let ok_group = group.more() && group.len() <= GROUP_MAX_LENGTH;
-            let body = if group.more() {
-                // The rest of a message is there once its first frame is.
-                match self.fq.recv(pipes) {
-                    Ok((b, _)) => Some(b),
-                    Err(_) => None,
-                }
-            } else {
-                None
-            };
-            let Some(mut body) = body.filter(|_| ok_group) else {
-                self.malformed(id, pipes);
-                continue;
-            };
-            if body.more() {
-                self.malformed(id, pipes);
-                continue;
-            }
-            if !self.subscriptions.contains(group.data()) {
-                continue;
-            }
-            if body.set_group(group.data()).is_err() {
-                // A NUL inside the group: no C caller could read it.
-                self.malformed(id, pipes);
-                continue;
-            }
-            return Ok(body);
-        }
-    }
-
-    /// The peer on `id` broke the RADIO wire form: skip the rest of its message, close it.
-    fn malformed(&mut self, id: PipeId, pipes: &mut PipeTable) {
-        if let Some(r) = pipes.reader(id) {
-            if r.in_multipart() {
-                while r.read().is_some_and(|m| m.more()) {}
-            }
-        }
-        pipes.kill(id);
-    }
 }
 
 impl Pattern for Dish {
     fn attach(&mut self, id: PipeId, pipes: &mut PipeTable) {
-        self.fq.attach(id);
-        self.dist.attach(id);
+        self.sub.attach(id);
         self.send_subscriptions(id, pipes);
     }
 
     fn peer_ready(&mut self, id: PipeId, pipes: &mut PipeTable) {
-        // The first handshake carries what attach queued; a later one is a reconnect.
-        if self.handshaken.insert(id, ()).is_some() {
+        if self.sub.reconnected(id) {
             self.send_subscriptions(id, pipes);
         }
     }
 
     fn terminated(&mut self, id: PipeId, _pipes: &mut PipeTable) {
-        self.handshaken.remove(&id);
-        self.fq.terminated(id);
-        self.dist.terminated(id);
+        self.sub.terminated(id);
     }
 
     fn read_activated(&mut self, id: PipeId, _pipes: &mut PipeTable) {
-        self.fq.activated(id);
+        self.sub.read_activated(id);
     }
 
     fn write_activated(&mut self, id: PipeId, _pipes: &mut PipeTable) {
-        self.dist.activated(id);
+        self.sub.write_activated(id);
     }
 
     fn send(&mut self, msg: Msg, _pipes: &mut PipeTable) -> std::result::Result<(), (Msg, Error)> {
@@ -139,23 +130,13 @@ impl Pattern for Dish {
     }
 
     fn recv(&mut self, pipes: &mut PipeTable) -> Result<Msg> {
-        match self.message.take() {
-            Some(m) => Ok(m),
-            None => self.next(pipes),
-        }
+        let groups = &self.subscriptions;
+        self.sub.recv(pipes, |fq, pipes| next(fq, groups, pipes))
     }
 
     fn has_in(&mut self, pipes: &mut PipeTable) -> bool {
-        if self.message.is_some() {
-            return true;
-        }
-        match self.next(pipes) {
-            Ok(m) => {
-                self.message = Some(m);
-                true
-            }
-            Err(_) => false,
-        }
+        let groups = &self.subscriptions;
+        self.sub.has_in(pipes, |fq, pipes| next(fq, groups, pipes))
     }
 
     fn has_out(&mut self, _pipes: &mut PipeTable) -> bool {
@@ -166,7 +147,7 @@ impl Pattern for Dish {
         if group.len() > GROUP_MAX_LENGTH || !self.subscriptions.insert(group.to_vec()) {
             return Err(Error::Inval);
         }
-        self.dist.send_to_all(command(true, group), pipes);
+        self.sub.send_upstream(command(true, group), pipes);
         Ok(())
     }
 
@@ -174,7 +155,7 @@ impl Pattern for Dish {
         if group.len() > GROUP_MAX_LENGTH || !self.subscriptions.remove(group) {
             return Err(Error::Inval);
         }
-        self.dist.send_to_all(command(false, group), pipes);
+        self.sub.send_upstream(command(false, group), pipes);
         Ok(())
     }
 }

@@ -1,60 +1,19 @@
-//! GATHER: fair-queues single-part messages from SCATTERs (libzmq `gather_t`); a thread-safe
-//! PULL. It sends nothing (`ENOTSUP`); multipart messages from peers are dropped.
+//! GATHER: fair-queues single-part messages from SCATTERs (libzmq `gather_t`): a thread-safe
+//! PULL, [`SinglePart`] of it. It sends nothing (`ENOTSUP`); multipart messages from peers are
+//! dropped.
 
-use super::single::SingleFq;
-use super::{Pattern, PipeId, PipeTable};
-use crate::error::{Error, Result};
-use crate::msg::Msg;
+use super::pull::Pull;
+use super::single::SinglePart;
 
-/// The GATHER pattern.
-#[derive(Default)]
-pub(crate) struct Gather {
-    fq: SingleFq,
-}
-
-impl Gather {
-    /// A GATHER with no peers.
-    pub(crate) fn new() -> Gather {
-        Gather::default()
-    }
-}
-
-impl Pattern for Gather {
-    fn attach(&mut self, id: PipeId, _pipes: &mut PipeTable) {
-        self.fq.fq.attach(id);
-    }
-
-    fn terminated(&mut self, id: PipeId, _pipes: &mut PipeTable) {
-        self.fq.terminated(id);
-    }
-
-    fn read_activated(&mut self, id: PipeId, _pipes: &mut PipeTable) {
-        self.fq.fq.activated(id);
-    }
-
-    fn write_activated(&mut self, _id: PipeId, _pipes: &mut PipeTable) {}
-
-    fn send(&mut self, msg: Msg, _pipes: &mut PipeTable) -> std::result::Result<(), (Msg, Error)> {
-        Err((msg, Error::NotSup))
-    }
-
-    fn recv(&mut self, pipes: &mut PipeTable) -> Result<Msg> {
-        self.fq.recv(pipes).map(|(m, _)| m)
-    }
-
-    fn has_in(&mut self, pipes: &mut PipeTable) -> bool {
-        self.fq.fq.has_in(pipes)
-    }
-
-    fn has_out(&mut self, _pipes: &mut PipeTable) -> bool {
-        false
-    }
-}
+/// The GATHER pattern: PULL under the single-part rule.
+pub(crate) type Gather = SinglePart<Pull>;
 
 #[cfg(test)]
 mod tests {
     use super::super::testutil::*;
+    use super::super::PipeTable;
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn fans_in_and_drops_multipart() {

@@ -8,9 +8,11 @@
 //!
 //! Each socket type mirrors its libzmq 4.3.5 counterpart (`src/<type>.cpp`), built from the same
 //! parts: [`lb`] (load balancer), [`fq`] (fair queue), [`dist`] (fan-out) and [`trie`]
-//! (subscriptions). The thread-safe draft types (SERVER, CLIENT, SCATTER, GATHER, PEER,
-//! CHANNEL) add [`single`]'s rule: single-part messages only. [`new_pattern`] builds the pattern of a [`SocketType`]; the option numbers
-//! patterns read are [`crate::options`]'s.
+//! (subscriptions); SUB/XSUB and DISH share [`subscriber`]'s skeleton. The thread-safe draft types
+//! (SERVER, CLIENT, SCATTER, GATHER, PEER, CHANNEL) add [`single`]'s rule: single-part messages
+//! only (SCATTER, GATHER, CLIENT and CHANNEL are PUSH, PULL, DEALER and PAIR under it).
+//! [`new_pattern`] builds the pattern of a [`SocketType`]; the option numbers patterns read are
+//! [`crate::options`]'s.
 //!
 //! # How the socket drives a pattern
 //! - Calls arrive as the [`Pattern`] trait documents; after *every* call the socket drains
@@ -61,6 +63,7 @@ pub(crate) mod server;
 pub(crate) mod single;
 pub(crate) mod stream;
 pub(crate) mod sub;
+pub(crate) mod subscriber;
 pub(crate) mod trie;
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! terminate it ([`PipeTable::kill`]). Sending returns `Again` when there is no peer or its pipe
 //! is full; receiving returns `Again` when nothing is queued.
 
+use super::single::RecvPipe;
 use super::{Pattern, PipeId, PipeTable};
 use crate::error::{Error, Result};
 use crate::msg::Msg;
@@ -18,11 +19,6 @@ impl Pair {
     /// A PAIR with no peer.
     pub(crate) fn new() -> Pair {
         Pair::default()
-    }
-
-    /// The peer's pipe, if one is attached.
-    pub(crate) fn pipe(&self) -> Option<PipeId> {
-        self.pipe
     }
 }
 
@@ -69,6 +65,17 @@ impl Pattern for Pair {
         self.pipe
             .and_then(|p| pipes.writer(p))
             .is_some_and(|w| w.check_write().is_ok())
+    }
+}
+
+impl RecvPipe for Pair {
+    fn recv_pipe(&mut self, pipes: &mut PipeTable) -> Result<(Msg, PipeId)> {
+        let id = self.pipe.ok_or(Error::Again)?;
+        let m = pipes
+            .reader(id)
+            .and_then(|r| r.read())
+            .ok_or(Error::Again)?;
+        Ok((m, id))
     }
 }
 

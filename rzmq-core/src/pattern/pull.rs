@@ -1,6 +1,7 @@
 //! PULL: fair-queues messages from its peers (libzmq `pull_t`); it cannot send.
 
 use super::fq::Fq;
+use super::single::RecvPipe;
 use super::{Pattern, PipeId, PipeTable};
 use crate::error::{Error, Result};
 use crate::msg::Msg;
@@ -48,6 +49,13 @@ impl Pattern for Pull {
 
     fn has_out(&mut self, _pipes: &mut PipeTable) -> bool {
         false
+    }
+}
+
+impl RecvPipe for Pull {
+    #[inline]
+    fn recv_pipe(&mut self, pipes: &mut PipeTable) -> Result<(Msg, PipeId)> {
+        self.fq.recv(pipes)
     }
 }
 

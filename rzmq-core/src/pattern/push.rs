@@ -1,6 +1,7 @@
 //! PUSH: load-balances messages over its peers (libzmq `push_t`); it cannot receive.
 
 use super::lb::Lb;
+use super::single::RecvPipe;
 use super::{Pattern, PipeId, PipeTable};
 use crate::error::{Error, Result};
 use crate::msg::Msg;
@@ -48,6 +49,12 @@ impl Pattern for Push {
 
     fn has_out(&mut self, pipes: &mut PipeTable) -> bool {
         self.lb.has_out(pipes)
+    }
+}
+
+impl RecvPipe for Push {
+    fn recv_pipe(&mut self, _pipes: &mut PipeTable) -> Result<(Msg, PipeId)> {
+        Err(Error::NotSup)
     }
 }
 

@@ -10,6 +10,7 @@
 //! discards whatever replies are already queued.
 
 use super::dealer::Dealer;
+use super::single::RecvPipe;
 use super::{opt_bool, random_u32, Pattern, PipeId, PipeTable};
 use crate::error::{Error, Result};
 use crate::msg::Msg;

@@ -1,61 +1,18 @@
-//! SCATTER: load-balances single-part messages to GATHERs (libzmq `scatter_t`); a thread-safe
-//! PUSH. It receives nothing (`ENOTSUP`).
+//! SCATTER: load-balances single-part messages to GATHERs (libzmq `scatter_t`): a thread-safe
+//! PUSH, [`SinglePart`] of it. It receives nothing (`ENOTSUP`); a frame with MORE is `EINVAL`.
 
-use super::lb::Lb;
-use super::single::check_single;
-use super::{Pattern, PipeId, PipeTable};
-use crate::error::{Error, Result};
-use crate::msg::Msg;
+use super::push::Push;
+use super::single::SinglePart;
 
-/// The SCATTER pattern.
-#[derive(Default)]
-pub(crate) struct Scatter {
-    lb: Lb,
-}
-
-impl Scatter {
-    /// A SCATTER with no peers.
-    pub(crate) fn new() -> Scatter {
-        Scatter::default()
-    }
-}
-
-impl Pattern for Scatter {
-    fn attach(&mut self, id: PipeId, _pipes: &mut PipeTable) {
-        self.lb.attach(id);
-    }
-
-    fn terminated(&mut self, id: PipeId, _pipes: &mut PipeTable) {
-        self.lb.terminated(id);
-    }
-
-    fn read_activated(&mut self, _id: PipeId, _pipes: &mut PipeTable) {}
-
-    fn write_activated(&mut self, id: PipeId, _pipes: &mut PipeTable) {
-        self.lb.activated(id);
-    }
-
-    fn send(&mut self, msg: Msg, pipes: &mut PipeTable) -> std::result::Result<(), (Msg, Error)> {
-        self.lb.send(check_single(msg)?, pipes).map(|_| ())
-    }
-
-    fn recv(&mut self, _pipes: &mut PipeTable) -> Result<Msg> {
-        Err(Error::NotSup)
-    }
-
-    fn has_in(&mut self, _pipes: &mut PipeTable) -> bool {
-        false
-    }
-
-    fn has_out(&mut self, pipes: &mut PipeTable) -> bool {
-        self.lb.has_out(pipes)
-    }
-}
+/// The SCATTER pattern: PUSH under the single-part rule.
+pub(crate) type Scatter = SinglePart<Push>;
 
 #[cfg(test)]
 mod tests {
     use super::super::testutil::*;
+    use super::super::PipeTable;
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn fans_out_single_parts_and_skips_full_pipes() {

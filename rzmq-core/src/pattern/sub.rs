@@ -13,31 +13,64 @@
 //! and are recorded, anything else is passed to the publishers as is (with the draft
 //! `ZMQ_ONLY_FIRST_SUBSCRIBE`, frames after the first of a message that did not start with a
 //! subscription are data too).
+//!
+//! The pipes, their reconnects and the message read ahead are [`super::subscriber`]'s, the
+//! skeleton DISH shares.
 
-use super::dist::Dist;
 use super::fq::Fq;
+use super::subscriber::Subscriber;
 use super::trie::Trie;
-use super::{opt_bool, IdMap, Pattern, PipeId, PipeTable};
+use super::{opt_bool, Pattern, PipeId, PipeTable};
 use crate::error::{Error, Result};
 use crate::msg::Msg;
 use crate::options as opt;
 
+/// What SUB delivers: messages whose first frame starts with a subscribed topic (or the others,
+/// inverted). XSUB delivers everything.
+struct Filter {
+    is_sub: bool,
+    subscriptions: Trie,
+    invert: bool,
+}
+
+impl Filter {
+    #[inline]
+    fn matches(&self, m: &Msg) -> bool {
+        !self.is_sub || (self.subscriptions.check(m.data()) ^ self.invert)
+    }
+}
+
+/// The next message whose first frame `keep` accepts; the others are dropped whole.
+#[inline]
+fn next(fq: &mut Fq, pipes: &mut PipeTable, keep: impl Fn(&Msg) -> bool) -> Result<Msg> {
+    loop {
+        let (m, _) = fq.recv(pipes)?;
+        if keep(&m) {
+            return Ok(m);
+        }
+        skip_rest(fq, m, pipes);
+    }
+}
+
+/// Drops the rest of a message whose first frame was `m`.
+fn skip_rest(fq: &mut Fq, mut m: Msg, pipes: &mut PipeTable) {
+    while m.more() {
+        match fq.recv(pipes) {
+            Ok((next, _)) => m = next,
+            Err(_) => return,
+        }
+    }
+}
+
 /// The SUB and XSUB patterns.
 pub(crate) struct XSub {
-    is_sub: bool,
-    fq: Fq,
-    dist: Dist,
-    subscriptions: Trie,
+    sub: Subscriber,
+    filter: Filter,
     verbose_unsubs: bool,
     more_send: bool,
     more_recv: bool,
     process_subscribe: bool,
     only_first_subscribe: bool,
-    invert: bool,
-    /// A matching message `has_in` read ahead.
-    message: Option<Msg>,
-    /// Pipes whose peer completed its first handshake (later ones are reconnects).
-    handshaken: IdMap<()>,
     /// Pipes that reconnected while a multipart message was half-written to them.
     resend: Vec<PipeId>,
 }
@@ -45,18 +78,17 @@ pub(crate) struct XSub {
 impl XSub {
     fn new(is_sub: bool) -> XSub {
         XSub {
-            is_sub,
-            fq: Fq::new(),
-            dist: Dist::new(),
-            subscriptions: Trie::new(),
+            sub: Subscriber::new(),
+            filter: Filter {
+                is_sub,
+                subscriptions: Trie::new(),
+                invert: false,
+            },
             verbose_unsubs: false,
             more_send: false,
             more_recv: false,
             process_subscribe: false,
             only_first_subscribe: false,
-            invert: false,
-            message: None,
-            handshaken: IdMap::default(),
             resend: Vec::new(),
         }
     }
@@ -80,7 +112,7 @@ impl XSub {
             }
             return;
         }
-        self.subscriptions.apply(|topic| {
+        self.filter.subscriptions.apply(|topic| {
             let mut data = Vec::with_capacity(topic.len() + 1);
             data.push(1);
             data.extend_from_slice(topic);
@@ -95,22 +127,22 @@ impl XSub {
         if first_part {
             self.process_subscribe = !self.only_first_subscribe;
         } else if !self.process_subscribe {
-            self.dist.send_to_all(msg, pipes);
+            self.sub.send_upstream(msg, pipes);
             return self.after_send(pipes);
         }
         match msg.data().first() {
             Some(1) => {
-                self.subscriptions.add(&msg.data()[1..]);
+                self.filter.subscriptions.add(&msg.data()[1..]);
                 self.process_subscribe = true;
-                self.dist.send_to_all(msg, pipes);
+                self.sub.send_upstream(msg, pipes);
             }
             Some(0) => {
                 self.process_subscribe = true;
-                if self.subscriptions.rm(&msg.data()[1..]) || self.verbose_unsubs {
-                    self.dist.send_to_all(msg, pipes);
+                if self.filter.subscriptions.rm(&msg.data()[1..]) || self.verbose_unsubs {
+                    self.sub.send_upstream(msg, pipes);
                 }
             }
-            _ => self.dist.send_to_all(msg, pipes),
+            _ => self.sub.send_upstream(msg, pipes),
         }
         self.after_send(pipes);
     }
@@ -122,58 +154,39 @@ impl XSub {
             }
         }
     }
-
-    #[inline]
-    fn matches(&self, m: &Msg) -> bool {
-        !self.is_sub || (self.subscriptions.check(m.data()) ^ self.invert)
-    }
-
-    /// Drops the rest of a message whose first frame was `m`.
-    fn skip_rest(&mut self, mut m: Msg, pipes: &mut PipeTable) {
-        while m.more() {
-            match self.fq.recv(pipes) {
-                Ok((next, _)) => m = next,
-                Err(_) => return,
-            }
-        }
-    }
 }
 
 impl Pattern for XSub {
     fn topics_count(&self) -> Option<usize> {
-        Some(self.subscriptions.num_prefixes())
+        Some(self.filter.subscriptions.num_prefixes())
     }
 
     fn attach(&mut self, id: PipeId, pipes: &mut PipeTable) {
-        self.fq.attach(id);
-        self.dist.attach(id);
+        self.sub.attach(id);
         self.send_subscriptions(id, pipes);
     }
 
     fn peer_ready(&mut self, id: PipeId, pipes: &mut PipeTable) {
-        // The first handshake delivers what `attach` queued; later ones are reconnects.
-        if self.handshaken.insert(id, ()).is_some() {
+        if self.sub.reconnected(id) {
             self.send_subscriptions(id, pipes);
         }
     }
 
     fn terminated(&mut self, id: PipeId, _pipes: &mut PipeTable) {
-        self.fq.terminated(id);
-        self.dist.terminated(id);
-        self.handshaken.remove(&id);
+        self.sub.terminated(id);
         self.resend.retain(|&p| p != id);
     }
 
     fn read_activated(&mut self, id: PipeId, _pipes: &mut PipeTable) {
-        self.fq.activated(id);
+        self.sub.read_activated(id);
     }
 
     fn write_activated(&mut self, id: PipeId, _pipes: &mut PipeTable) {
-        self.dist.activated(id);
+        self.sub.write_activated(id);
     }
 
     fn send(&mut self, msg: Msg, pipes: &mut PipeTable) -> std::result::Result<(), (Msg, Error)> {
-        if self.is_sub {
+        if self.filter.is_sub {
             return Err((msg, Error::NotSup));
         }
         self.xsend(msg, pipes);
@@ -182,53 +195,40 @@ impl Pattern for XSub {
 
     #[inline]
     fn recv(&mut self, pipes: &mut PipeTable) -> Result<Msg> {
-        if let Some(m) = self.message.take() {
-            self.more_recv = m.more();
-            return Ok(m);
-        }
-        loop {
-            let (m, _) = self.fq.recv(pipes)?;
-            if self.more_recv || self.matches(&m) {
-                self.more_recv = m.more();
-                return Ok(m);
-            }
-            self.skip_rest(m, pipes);
-        }
+        // The rest of a message passes whatever it holds.
+        let (filter, more) = (&self.filter, self.more_recv);
+        let m = self.sub.recv(pipes, |fq, pipes| {
+            next(fq, pipes, |m| more || filter.matches(m))
+        })?;
+        self.more_recv = m.more();
+        Ok(m)
     }
 
     fn has_in(&mut self, pipes: &mut PipeTable) -> bool {
-        if self.more_recv || self.message.is_some() {
+        if self.more_recv {
             return true;
         }
-        loop {
-            let Ok((m, _)) = self.fq.recv(pipes) else {
-                return false;
-            };
-            if self.matches(&m) {
-                self.message = Some(m);
-                return true;
-            }
-            self.skip_rest(m, pipes);
-        }
+        let filter = &self.filter;
+        self.sub
+            .has_in(pipes, |fq, pipes| next(fq, pipes, |m| filter.matches(m)))
     }
 
     fn has_out(&mut self, _pipes: &mut PipeTable) -> bool {
-        !self.is_sub
+        !self.filter.is_sub
     }
 
     fn set_option(&mut self, option: i32, value: &[u8], pipes: &mut PipeTable) -> Result<()> {
+        let is_sub = self.filter.is_sub;
         match option {
-            opt::SUBSCRIBE | opt::UNSUBSCRIBE if self.is_sub => {
+            opt::SUBSCRIBE | opt::UNSUBSCRIBE if is_sub => {
                 let mut data = Vec::with_capacity(value.len() + 1);
                 data.push(u8::from(option == opt::SUBSCRIBE));
                 data.extend_from_slice(value);
                 self.xsend(Msg::from_vec(data), pipes);
             }
-            opt::INVERT_MATCHING => self.invert = opt_bool(value)?,
-            opt::ONLY_FIRST_SUBSCRIBE if !self.is_sub => {
-                self.only_first_subscribe = opt_bool(value)?
-            }
-            opt::XSUB_VERBOSE_UNSUBSCRIBE if !self.is_sub => {
+            opt::INVERT_MATCHING => self.filter.invert = opt_bool(value)?,
+            opt::ONLY_FIRST_SUBSCRIBE if !is_sub => self.only_first_subscribe = opt_bool(value)?,
+            opt::XSUB_VERBOSE_UNSUBSCRIBE if !is_sub => {
                 let v: [u8; 4] = value.try_into().map_err(|_| Error::Inval)?;
                 self.verbose_unsubs = i32::from_ne_bytes(v) != 0;
             }

@@ -130,6 +130,9 @@ impl Socket {
     /// A direct receive; `None` when input is not the socket's to take now.
     fn direct_recv(&mut self, deadline: Option<Instant>) -> Option<Result<()>> {
         use crate::direct::Received;
+        // A thread-safe socket has no mailbox fd to poll beside the stream (and its blocking
+        // calls wait with its lock released, never here).
+        let mailbox_fd = self.shared.mailbox.wake().fd()?;
         if self.shared.mailbox.has_pending() {
             return None;
         }
@@ -177,7 +180,7 @@ impl Socket {
             };
             let mut fds = [
                 libc::pollfd {
-                    fd: self.shared.mailbox.fd(),
+                    fd: mailbox_fd,
                     events: libc::POLLIN,
                     revents: 0,
                 },

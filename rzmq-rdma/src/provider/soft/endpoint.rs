@@ -7,6 +7,7 @@ use super::cma::{CmaInfo, CMA_INFO_LEN};
 use super::config::WireAddr;
 use super::wire::PSN_MASK;
 use crate::provider::*;
+use crate::wire::{Reader, Writer};
 
 /// The GID prefix of GID-addressed soft devices: `fe80::` then `RZ`, port, IPv4 address.
 pub(super) const GID_PREFIX: [u8; 10] = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, b'R', b'Z'];
@@ -52,54 +53,53 @@ pub fn endpoint_from_gid(gid: &Gid, qpn: u32, psn: u32) -> Result<Endpoint> {
     })
 }
 
-/// The soft part of an endpoint: device id, QP secret, wire address, and, after a NUL, the
-/// process's [`CmaInfo`] when it offers direct reads.
+/// The soft part of an endpoint ([`crate::wire`], little-endian): device id, QP secret, wire
+/// address (text), and, after a NUL, the process's [`CmaInfo`] (pid, proof slot address) when it
+/// offers direct reads.
 pub(crate) fn encode_extra(
     dev: u64,
     secret: u64,
     addr: &WireAddr,
     cma: Option<CmaInfo>,
 ) -> Vec<u8> {
-    let mut v = dev.to_be_bytes().to_vec();
-    v.extend_from_slice(&secret.to_be_bytes());
-    v.extend_from_slice(addr.to_string().as_bytes());
+    let addr = addr.to_string();
+    let mut v = vec![0u8; 16 + addr.len() + cma.map_or(0, |_| 1 + CMA_INFO_LEN)];
+    let mut w = Writer::new(&mut v);
+    w.u64(dev);
+    w.u64(secret);
+    w.put(addr.as_bytes());
     if let Some(c) = cma {
-        v.push(0);
-        v.extend_from_slice(&c.pid.to_be_bytes());
-        v.extend_from_slice(&c.slot_addr.to_be_bytes());
+        w.u8(0);
+        w.u32(c.pid);
+        w.u64(c.slot_addr);
     }
     v
 }
 
 pub(crate) fn decode_extra(b: &[u8]) -> Result<(u64, u64, WireAddr, Option<CmaInfo>)> {
-    if b.len() < 17 {
-        return Err(Error::Descriptor("soft connect info too short"));
+    let mut r = Reader::new("soft connect info", b);
+    let dev = r.u64()?;
+    let secret = r.u64()?;
+    let rest = r.rest();
+    if rest.is_empty() {
+        return Err(Error::Descriptor("soft connect info: no wire address"));
     }
-    let mut id = [0u8; 8];
-    id.copy_from_slice(&b[..8]);
-    let mut secret = [0u8; 8];
-    secret.copy_from_slice(&b[8..16]);
-    let rest = &b[16..];
     let (addr, cma) = match rest.iter().position(|&c| c == 0) {
         None => (rest, None),
         Some(i) => {
-            let c = &rest[i + 1..];
-            if c.len() != CMA_INFO_LEN {
-                return Err(Error::Descriptor("soft connect info: bad direct-read part"));
-            }
-            let mut slot = [0u8; 8];
-            slot.copy_from_slice(&c[4..12]);
+            let mut r = Reader::new("soft connect info: direct-read part", &rest[i + 1..]);
             let info = CmaInfo {
-                pid: u32::from_be_bytes([c[0], c[1], c[2], c[3]]),
-                slot_addr: u64::from_be_bytes(slot),
+                pid: r.u32()?,
+                slot_addr: r.u64()?,
             };
+            r.finish()?;
             (&rest[..i], Some(info))
         }
     };
     let s = std::str::from_utf8(addr).map_err(|_| Error::Descriptor("soft address"))?;
     Ok((
-        u64::from_be_bytes(id),
-        u64::from_be_bytes(secret),
+        dev,
+        secret,
         WireAddr::parse(s).map_err(Error::InvalidArgument)?,
         cma,
     ))
@@ -145,5 +145,25 @@ mod tests {
             ),
             "unmapped"
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn extra_round_trips(dev: u64, secret: u64, ip: [u8; 4], port: u16,
+                             cma in proptest::option::of((proptest::prelude::any::<u32>(), proptest::prelude::any::<u64>()))) {
+            let addr = WireAddr::Tcp(SocketAddr::from((ip, port)));
+            let cma = cma.map(|(pid, slot_addr)| CmaInfo { pid, slot_addr });
+            let got = decode_extra(&encode_extra(dev, secret, &addr, cma)).unwrap();
+            proptest::prop_assert_eq!(got, (dev, secret, addr, cma));
+        }
+
+        #[test]
+        fn extra_decodes_any_bytes_without_panic(b in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            // Values, not bytes, round-trip: an address may be spelled more than one way.
+            if let Ok((dev, secret, addr, cma)) = decode_extra(&b) {
+                let again = decode_extra(&encode_extra(dev, secret, &addr, cma)).unwrap();
+                proptest::prop_assert_eq!(again, (dev, secret, addr, cma));
+            }
+        }
     }
 }
