@@ -6,6 +6,10 @@
 # docs/PUBLISHING.md has the names, the metadata and the release steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Packages of the same version from an earlier build are stale: cargo's verify build unpacks
+# each sibling crate into target/package once and reuses that source while its version is
+# unchanged, so a target/ kept between clones (CI's cargo cache) built against old sources.
+rm -rf target/package
 cargo package --workspace --exclude rzmq-tests --exclude rzmq-benches "$@"
 # What a build from crates.io needs and the repository keeps elsewhere: zmq.h lives in include/
 # at the root and reaches rzmq-capi's package through the rzmq-capi/include link.
