@@ -6,10 +6,14 @@
 # docs/PUBLISHING.md has the names, the metadata and the release steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Packages of the same version from an earlier build are stale: cargo's verify build unpacks
-# each sibling crate into target/package once and reuses that source while its version is
-# unchanged, so a target/ kept between clones (CI's cargo cache) built against old sources.
+# Packages of the same version from an earlier run are stale: cargo's verify build unpacks each
+# sibling crate from its local overlay registry into $CARGO_HOME/registry/src once and reuses
+# that source while the version is unchanged, so a second run on the same machine built
+# rzmq-capi against the first run's rzmq-core. Only the workspace's own crates are removed.
 rm -rf target/package
+for crate in rzmq-core rzmq-rdma rzmq-capi rzmq-ibverbs-soft rzmq-tokio; do
+    rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/"$crate"-[0-9]*
+done
 cargo package --workspace --exclude rzmq-tests --exclude rzmq-benches "$@"
 # What a build from crates.io needs and the repository keeps elsewhere: zmq.h lives in include/
 # at the root and reaches rzmq-capi's package through the rzmq-capi/include link.
