@@ -32,7 +32,7 @@ case "${1:-}" in
   --parts) PARTS=$2 ;;
   --changed) PARTS=$(python3 scripts/test_parts.py "${2:-}") ;;
   "") ;;
-  -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
   *) echo "unknown argument: $1 (--help)" >&2; exit 2 ;;
 esac
 [ "${RZMQ_TEST_QUICK:-0}" = "1" ] && PARTS=rust
