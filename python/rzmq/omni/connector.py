@@ -10,8 +10,13 @@ The shape is Mooncake's transfer-engine connector's, without its one-receiver li
 - put() keeps the payload in the producer's store (no copy for raw buffers) and returns
   metadata naming the producer (`source_host`, `source_port`, `data_size`, ...), which the
   orchestrator hands to the consumer stage;
-- get() asks the producer for the key over a DEALER; the producer's service thread answers on
-  its ROUTER with the payload frames, sent without copying;
+- a consumer subscribes to the edge it reads; from then on the producer pushes each payload of
+  that edge to it the moment put() stores it (push.py: a bounded inbox, credits as in rzmq's
+  RDMA ring), and get() is a lookup in the consumer's inbox. Where push cannot serve (shared
+  payloads, an edge with several consumers, a producer that does not push), get() asks the
+  producer for the key over a DEALER and the producer's service thread answers on its ROUTER;
+  either way the payload frames are sent without copying (over RDMA, the consumer's READ starts
+  when the push arrives);
 - a key stays until its `consumers` deliveries are done, cleanup(), its TTL, or close(); keys
   naming the same content share one copy; shared payloads reach each host once (HostCache).
 
@@ -22,19 +27,26 @@ producing stage, plus 16 per local rank and 1024 per replica), and a consumer wi
 (talker -> code2wav) has only the key. So a producer that knows its stage (vllm-omni puts
 `stage_id` in every connector's config) listens on exactly that port, on every interface, and
 a get() without metadata asks the same port of `sender_host` (default: this host). Outside
-vllm-omni (no `stage_id`), `zmq_port` is the port itself and 0 picks a free one.
+vllm-omni (no `stage_id`), `zmq_port` is the port itself and 0 picks a free one; inside
+vllm-omni 0 cannot work (no consumer could find the producer) and is refused at construction.
 
 Config (a stage config's connector `extra`, see docs/OMNI_CONNECTOR.md):
     host                 address to advertise ("auto": this host's address)
     bind_host            address to listen on (default: every interface, "0.0.0.0")
     zmq_port             base port (vllm-omni's rule above; default 50051 inside vllm-omni, else 0)
-    role                 "sender"/"auto" (listen at start), "receiver" (listen at the first put:
-                         a middle stage's one connector both receives and sends)
+    role                 "sender"/"auto" (listen at start; inside vllm-omni at the first put),
+                         "receiver" (listen at the first put: a middle stage's one connector both
+                         receives and sends)
     sender_host, sender_zmq_port   the producer asked when get() has no metadata
     memory_pool_size     producer byte budget (default 1 GiB)
     buffer_ttl_seconds   a key unused this long is released (default 300; 0: never)
     consumers            deliveries after which a key is released (default 1; 0: until cleanup/TTL)
-    get_timeout          seconds a get() without deadline waits (default 30)
+    get_timeout          seconds a get() without deadline waits (default 30; 5 inside vllm-omni,
+                         where it bounds a pull or a first subscription, and a pushed payload that
+                         is not there yet gives None at once: vllm-omni's receive loops poll get())
+    push                 producers push to a subscribed consumer (default true); false: pull only
+    inbox_bytes          credit a consumer grants each producer: its inbox bound (default 256 MiB)
+    put_timeout          seconds a put() waits for room in memory_pool_size (default 30; 0: refuse)
     rdma                 "auto" (move to RDMA where both ends can) or "require" (rdma:// endpoints)
     host_cache, host_cache_dir, host_cache_bytes   the host cache for shared payloads
     require_rzmq         refuse to start when pyzmq is not served by rzmq (default false: logged)
@@ -59,7 +71,7 @@ except ImportError:  # vLLM alone: its EC and KV connectors (rzmq.vllm) use this
     from ._standalone import AUTO_HOST_VALUES, OmniConnectorBase, expand_env_int, expand_env_value
 
 from .._activate import env_flag
-from . import payload, wire
+from . import payload, push, wire
 from .fetch import FetchError, FetchTimeout, FetchWorker, next_request_id
 from .store import HostCache, Store
 
@@ -72,6 +84,11 @@ DEFAULT_BASE_PORT = 50051  # vllm-omni's default connector base port
 # returns: vllm-omni's runners call get() again as soon as it returns, and a failure that repeats
 # at once must not turn that into a busy loop (nor one log line per try).
 FAILED_GET_PAUSE = 0.05
+# A consumer re-sends its subscriptions this often (a producer that restarted learns them again),
+# and stops trusting push from a producer it has not heard from for SUBSCRIPTION_SILENCE.
+RESUBSCRIBE_INTERVAL = 1.0
+SUBSCRIPTION_SILENCE = 3.5
+DEFAULT_INBOX_BYTES = 256 << 20
 
 
 def _flag(value, default: bool, name: str) -> bool:
@@ -130,6 +147,24 @@ class PutTracker:
             time.sleep(0.001)
 
 
+class _Subscription:
+    """A consumer's subscription to one producer endpoint: the edges it reads from it, whether
+    each is pushed, and when the producer was last heard (a silent producer is pulled from)."""
+
+    __slots__ = ("endpoint", "edges", "push", "producer", "heard")
+
+    def __init__(self, endpoint: str):
+        self.endpoint = endpoint
+        self.edges: set[str] = set()
+        self.push: dict[str, bool] = {}
+        self.producer = None
+        self.heard = 0.0
+
+    def pushing(self, edge: str) -> bool:
+        """Whether payloads of `edge` arrive unasked (subscribed, answered, heard from lately)."""
+        return bool(self.push.get(edge)) and time.monotonic() - self.heard < SUBSCRIPTION_SILENCE
+
+
 class RzmqConnector(OmniConnectorBase):
     """vllm-omni connector moving stage data over rzmq (RDMA between rzmq hosts, else TCP)."""
 
@@ -160,14 +195,27 @@ class RzmqConnector(OmniConnectorBase):
         if not 0 <= self.base_port <= 65535:
             raise ValueError(f"zmq_port must be a port number, not {self.base_port}")
         if self.stage_id is not None and self.base_port == 0:
-            logger.warning("RzmqConnector: zmq_port 0 inside vllm-omni: its runners find a producer by "
-                           "port (base + stage), so a consumer without put()'s metadata cannot find this one")
+            # vllm-omni's runners find a producer by its port rule (base + stage, rank, replica) and
+            # code2wav's get() has no metadata at all: with a free port nobody could find this one
+            # (the real pipeline waited for ever, 0 of 6 requests done).
+            raise ValueError(
+                f"RzmqConnector: zmq_port 0 cannot work inside vllm-omni (stage {self.stage_id}): its "
+                "stages find a producer by vllm-omni's port rule (zmq_port + stage id, + 16 per local rank, "
+                "+ 1024 per replica), not by an ephemeral port. Set zmq_port to a base port whose range is "
+                f"free on every host, e.g. zmq_port: {DEFAULT_BASE_PORT} (vllm-omni's default), or leave it out")
         self._bind_lock = threading.Lock()
         self._warned: set[str] = set()
         self._sender_ranks: dict[int, tuple[str, int]] = {}
         # Inside vllm-omni its runners poll get() in a loop, one request after another on one
         # thread: a get waiting 30 s on a producer that is gone would hold up every other request.
         self.get_timeout = float(c.get("get_timeout", 30.0 if c.get("stage_id") is None else 5.0))
+        self.push = _flag(c.get("push"), True, "push")
+        inbox_bytes = int(c.get("inbox_bytes", DEFAULT_INBOX_BYTES))
+        if inbox_bytes <= 0:
+            raise ValueError(f"inbox_bytes must be positive, not {inbox_bytes}")
+        self.put_timeout = float(c.get("put_timeout", 30.0))
+        if self.put_timeout < 0:
+            raise ValueError(f"put_timeout must be 0 or more seconds, not {self.put_timeout}")
         self.library = _serving_library()
         self.on_rzmq = served_by_rzmq()
         if not self.on_rzmq:
@@ -194,14 +242,31 @@ class RzmqConnector(OmniConnectorBase):
             "puts", "put_failures", "bytes_put", "gets", "get_hits", "get_misses", "get_timeouts",
             "get_errors", "bytes_received", "host_cache_hits", "host_cache_fills", "requests_served",
             "bytes_served", "requests_not_found", "bad_requests", "send_failures", "deliveries_from_host_cache")}
+        self.m.update({k: 0 for k in (
+            "pushes", "bytes_pushed", "push_stalls", "push_send_failures", "subscribers", "gets_from_inbox",
+            "pulls", "subscriptions", "subscriptions_refused")})
         self._in_flight: list[tuple[zmq.MessageTracker, int]] = []
         self.bytes_in_flight = 0
+        # Consumer side: what producers pushed here, and the thread that receives it (started by
+        # the first subscription). Producer side: the consumers that subscribed (service thread).
+        self.inbox = push.Inbox(inbox_bytes, float(c.get("buffer_ttl_seconds", 300.0)))
+        self._subs: dict[str, _Subscription] = {}
+        self._sub_cond = threading.Condition()  # a first get waits here for its subscription's answer
+        self._inbox_thread = None
+        self._inbox_ep = None
+        self._routes = push.Routes()
+        self._last_get = threading.local()
+        self._cmd_lock = threading.Lock()
+        self._cmd_socks: dict[str, zmq.Socket] = {}
         self.ctx = zmq.Context()
         self._thread = None
         self.port = None
         self.endpoint = None
         self._closed = False
-        if self.can_put:
+        # Inside vllm-omni a stage may hold two connectors of its edge in two processes (with
+        # async_chunk the scheduler's chunk adapter puts and gets, and the model runner makes one
+        # too): the one that puts listens, at its first put, on the stage's port.
+        if self.can_put and self.stage_id is None:
             try:
                 self._start_producer()
             except Exception:
@@ -232,7 +297,10 @@ class RzmqConnector(OmniConnectorBase):
             router = wake = None
             try:
                 router = self.ctx.socket(zmq.ROUTER)
-                for opt, val in ((zmq.LINGER, 0), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.ROUTER_MANDATORY, 1)):
+                # ROUTER_HANDOVER: a subscribed consumer that reconnects (same routing id) takes its
+                # subscription along instead of being refused as a duplicate
+                for opt, val in ((zmq.LINGER, 0), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.ROUTER_MANDATORY, 1),
+                                 (zmq.ROUTER_HANDOVER, 1)):
                     router.setsockopt(opt, val)
                 try:
                     router.bind(f"tcp://{self.bind_host}:{port or '*'}")
@@ -301,18 +369,19 @@ class RzmqConnector(OmniConnectorBase):
             self._count("put_failures")
             logger.error("RzmqConnector: put(%s): cannot encode %s: %s", key, type(data).__name__, e)
             return False, 0, None
-        if meta["size"] == 0 and meta["kind"] != "parts":
+        # Over the budget a put waits (put_timeout) for consumers to take what they were sent or
+        # pushed: that is the back-pressure a slow consumer puts on its producer.
+        if not self.store.put(key, parts, meta, content, wait=self.put_timeout):
             self._count("put_failures")
-            logger.warning("RzmqConnector: put(%s): empty payload", key)
-            return False, 0, None
-        if not self.store.put(key, parts, meta, content):
-            self._count("put_failures")
-            logger.error("RzmqConnector: put(%s): %d bytes exceed the memory budget (%d held of %d)", key,
+            logger.error("RzmqConnector: put(%s): %d bytes do not fit the memory budget within put_timeout "
+                         "(%d held of %d): the consumers are not taking what was put", key,
                          meta["size"], self.store.held, self.store.budget)
             return False, 0, None
         with self._lock:
             self.m["puts"] += 1
             self.m["bytes_put"] += meta["size"]
+        if self._routes.subs and content is None and self.store.consumers == 1:
+            self._wake_producer(b"p" + key.encode())
         shared = content is not None or self.store.consumers != 1
         out = {
             "source_host": self.host,
@@ -344,10 +413,14 @@ class RzmqConnector(OmniConnectorBase):
             raise ValueError("cleanup() takes both from_stage and to_stage, or neither")
         if from_stage is not None:
             exact = self._make_key(request_id, from_stage, to_stage)
-            self.store.cleanup(lambda k: k == exact)
-            return
-        self.store.cleanup(lambda k: k == request_id or (k.startswith(request_id) and len(k) > len(request_id)
-                                                          and k[len(request_id)] in _SEPARATORS))
+            match = lambda k: k == exact  # noqa: E731
+        else:
+            match = lambda k: k == request_id or (  # noqa: E731
+                k.startswith(request_id) and len(k) > len(request_id) and k[len(request_id)] in _SEPARATORS)
+        self.store.cleanup(match)
+        if self.inbox.drop(match):  # pushed here for a request that ended: its credit goes back
+            for source, n in self.inbox.owed().items():
+                self._inbox_command(b"c" + f"{self.inbox.flush_credit(source)} {source}".encode())
 
     def reap_consumed(self) -> None:
         """Releases keys past their TTL and forgets sends the library has finished with."""
@@ -364,8 +437,33 @@ class RzmqConnector(OmniConnectorBase):
                     keep.append((tracker, n))
             self._in_flight = keep
 
+    def _wake_producer(self, msg: bytes) -> None:
+        """Hands `msg` to the producer's service thread (the only user of its ROUTER)."""
+        self._command(self._wake_ep, msg)
+
+    def _command(self, endpoint: str | None, msg: bytes) -> None:
+        """Sends `msg` to one of this connector's own threads on its inproc `endpoint`. One PUSH
+        per endpoint, used under a lock: put() and get() may run on any thread, and a socket must
+        never be used by two at once."""
+        if endpoint is None:
+            return
+        with self._cmd_lock:
+            if self._closed:
+                return
+            sock = self._cmd_socks.get(endpoint)
+            try:
+                if sock is None:
+                    sock = self.ctx.socket(zmq.PUSH)
+                    sock.setsockopt(zmq.LINGER, 0)
+                    sock.connect(endpoint)
+                    self._cmd_socks[endpoint] = sock
+                sock.send(msg)
+            except zmq.ZMQError as e:
+                logger.debug("RzmqConnector: command to %s not sent: %s", endpoint, e)
+
     def _serve(self) -> None:
-        """The producer's service thread: answers requests on the ROUTER until close()."""
+        """The producer's service thread: answers requests on the ROUTER and pushes to subscribed
+        consumers until close()."""
         router, wake = self._router, self._wake_rx
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
@@ -374,8 +472,20 @@ class RzmqConnector(OmniConnectorBase):
         try:
             while True:
                 events = dict(poller.poll(500))
-                if wake in events and wake.recv() == _STOP:
-                    break
+                if wake in events:
+                    stop = False
+                    for _ in range(256):
+                        try:
+                            msg = wake.recv(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        if msg == _STOP:
+                            stop = True
+                            break
+                        if msg[:1] == b"p":
+                            self._route_put(router, msg[1:].decode())
+                    if stop:
+                        break
                 if router in events:
                     for _ in range(64):
                         try:
@@ -412,6 +522,14 @@ class RzmqConnector(OmniConnectorBase):
             self._count("deliveries_from_host_cache")
             self.store.served(req.key)
             return
+        if req.op == wire.OP_SUBSCRIBE:
+            self._subscribe(router, identity, req)
+            return
+        if req.op == wire.OP_CREDIT:
+            sub = self._routes.credit(identity, wire.credit_bytes(req.content))
+            if sub is not None:
+                self._flush(router, sub)
+            return
         content = self.store.lookup(req.key, req.content)
         if content is None:
             self._count("requests_not_found")
@@ -439,6 +557,75 @@ class RzmqConnector(OmniConnectorBase):
                 self.bytes_in_flight += meta["size"]
                 self._in_flight.append((tracker, meta["size"]))
 
+    # -- push (push.py): payloads go to the consumer that subscribed to their edge
+
+    def _subscribe(self, router, identity: bytes, req: wire.Request) -> None:
+        """A consumer asks for the payloads of an edge (again, as a heartbeat, once subscribed)."""
+        edge = req.key
+        if not self.push or self.store.consumers != 1:  # several deliveries per key: pulled
+            self._reply(router, identity, wire.encode_reply(wire.OK, req.req_id, {
+                "push": False, "known": False, "producer": self.producer_id}))
+            return
+        known, pushes, told = self._routes.subscribe(identity, edge, wire.credit_bytes(req.content))
+        with self._lock:
+            self.m["subscribers"] = len(self._routes.subs)
+        for other in told:  # a second consumer of this edge: nobody can be pushed to any more
+            self._reply(router, other, wire.encode_reply(wire.PUSH_OFF, 0, {"edge": edge}))
+        sub = self._routes.target(edge)
+        if sub is not None and sub.identity == identity and not known:
+            # What was put before the consumer subscribed goes first, in put order, and ahead of
+            # the answer on the same connection: a consumer that has the answer has them too
+            # (or they are queued for credit), so its get() never needs to ask.
+            for key in self.store.pushable("@" + edge):
+                self._routes.enqueue(sub, key)
+            self._flush(router, sub)
+        self._reply(router, identity, wire.encode_reply(wire.OK, req.req_id, {
+            "push": pushes, "known": known, "producer": self.producer_id}))
+
+    def _route_put(self, router, key: str) -> None:
+        """A put on an edge that may have a subscriber: queue the key for it and send what fits."""
+        sub = self._routes.target(push.edge_of(key))
+        if sub is not None and self._routes.enqueue(sub, key):
+            self._flush(router, sub)
+
+    def _flush(self, router, sub: push.Subscriber) -> None:
+        """Pushes `sub`'s queued keys while its credit lasts (put order: a payload waiting for
+        credit holds back the ones after it)."""
+        while sub.queue:
+            key = sub.queue[0]
+            content = self.store.content_of(key)
+            if content is None:  # pulled, cleaned up or expired meanwhile
+                sub.queue.popleft()
+                self._routes.skip(sub, key)
+                continue
+            size = content.meta["size"]
+            if not self._routes.may_send(sub, size):
+                sub.stalls += 1
+                self._count("push_stalls")
+                return
+            sub.queue.popleft()
+            self._routes.sent(sub, key, size)
+            head = wire.encode_reply(wire.PUSHED, 0, {**content.meta, "key": key})
+            content.sending += 1
+            try:
+                tracker = router.send_multipart([sub.identity, *head, *content.parts], copy=False, track=True)
+            except zmq.ZMQError as e:  # the consumer went away (ROUTER_MANDATORY): the key stays for a pull
+                content.sending -= 1
+                self._count("push_send_failures")
+                logger.warning("RzmqConnector: push of %s not sent (%s); the consumer is dropped", key, e)
+                self._routes.drop(sub.identity)
+                with self._lock:
+                    self.m["subscribers"] = len(self._routes.subs)
+                return
+            content.trackers = [t for t in content.trackers if not t.done] + [tracker]
+            content.sending -= 1
+            self.store.served(key)
+            with self._lock:
+                self.m["pushes"] += 1
+                self.m["bytes_pushed"] += size
+                self.bytes_in_flight += size
+                self._in_flight.append((tracker, size))
+
     def _reply(self, router, identity, frames, track=False):
         try:
             return router.send_multipart([identity, *frames], copy=False, track=track)
@@ -451,35 +638,276 @@ class RzmqConnector(OmniConnectorBase):
 
     def get(self, from_stage: str, to_stage: str, get_key: str,
             metadata: dict[str, Any] | None = None) -> tuple[Any, int] | None:
-        """The payload of `get_key` and its size, or None when it is not there in `get_timeout`."""
-        return self.get_with_deadline(from_stage, to_stage, get_key, metadata,
-                                      deadline=time.monotonic() + self.get_timeout)
+        """The payload of `get_key` and its size, or None when it is not there in `get_timeout`.
+
+        From a producer that pushes to this consumer it is a lookup in the inbox; inside
+        vllm-omni, whose receive loops poll get() for every waiting request in turn, that lookup
+        never waits. Pulled from a producer that does not push, it asks and waits for the answer
+        (a producer that has no such key answers at once)."""
+        return self._get(from_stage, to_stage, get_key, metadata, None)
 
     def get_with_deadline(self, from_stage: str, to_stage: str, get_key: str,
                           metadata: dict[str, Any] | None = None, *, deadline: float) -> tuple[Any, int] | None:
-        """As get(), waiting no later than `deadline` (time.monotonic()); None on timeout."""
+        """As get(), waiting no later than `deadline` (time.monotonic()) for the payload, on the
+        inbox when it is pushed here; None on timeout."""
+        return self._get(from_stage, to_stage, get_key, metadata, deadline)
+
+    def _get(self, from_stage, to_stage, get_key, metadata, deadline):
         if self._closed:
             raise RuntimeError("RzmqConnector is closed")
         key = self._make_key(get_key, from_stage, to_stage)
         self._count("gets")
+        item = self.inbox.take(key)
+        if item is not None:
+            return self._deliver_pushed(item)
+        pull_deadline = deadline if deadline is not None else time.monotonic() + self.get_timeout
         source = self._source(metadata, from_stage)
         if source is None:
             self._count("get_errors")
             self._warn_once("no-source", "RzmqConnector: get(%s) has no producer address: no metadata, no "
                             "sender_host/sender_zmq_port and no stage to derive the port from", key)
-            self._pause_failed_get(deadline)
+            self._pause_failed_get(pull_deadline)
             return None
         meta = metadata or {}
         content = meta.get("content")
         shared = bool(meta.get("shared")) and self.host_cache is not None
         if shared:
             cid = content or f"{meta.get('producer') or source}/{key}"
-            return self._get_shared(source, key, content, cid, deadline)
-        got = self._fetch(source, key, content, deadline)
+            return self._get_shared(source, key, content, cid, pull_deadline)
+        if self.push and not content and not meta.get("shared"):
+            edge = push.edge_of(key)
+            sub = self._subscription(source, edge)
+            if edge not in sub.push:
+                if deadline is None and self.stage_id is not None:
+                    # vllm-omni's receive loops poll: never wait here (its producer may not
+                    # listen before its first put); what was put before the subscription is
+                    # pushed ahead of the answer, so the inbox will have it.
+                    self._count("get_misses")
+                    return None
+                # The first get from a producer waits for the answer to its subscription (one
+                # round trip, at most until the deadline): what was put before it comes first on
+                # that connection, so from then on the inbox alone says what has arrived.
+                with self._sub_cond:
+                    self._sub_cond.wait_for(lambda: edge in sub.push or self._closed,
+                                            max(0.0, pull_deadline - time.monotonic()))
+                item = self.inbox.take(key)
+                if item is not None:
+                    return self._deliver_pushed(item)
+            if sub.pushing(edge):
+                if deadline is None and self.stage_id is not None:
+                    # vllm-omni's receive loops poll get() for every waiting request in turn: not
+                    # here yet means None at once (it is pushed the moment it is put, so asking
+                    # would not bring it sooner). Outside vllm-omni a get waits for it, as a pull
+                    # waits for its answer.
+                    self._count("get_misses")
+                    return None
+                item = self.inbox.wait_take(key, pull_deadline)
+                if item is None:
+                    self._count("get_timeouts")
+                    return None
+                return self._deliver_pushed(item)
+        got = self._fetch(source, key, content, pull_deadline)
         if got is None:
             return None
         pmeta, parts, frames = got
+        self._count("pulls")
+        self._last_get.info = {"via": "pull", "arrived": time.time()}
         return self._deliver(pmeta, [p.buffer for p in parts], frames)
+
+    def _deliver_pushed(self, item: push.Pushed):
+        """Decodes a payload taken from the inbox and returns its credit when due."""
+        self._count("gets_from_inbox")
+        with self._lock:
+            self.m["get_hits"] += 1
+            self.m["bytes_received"] += item.nbytes
+        owed = self.inbox.credit_due(item.source)
+        if owed:
+            self._inbox_command(b"c" + f"{owed} {item.source}".encode())
+        self._last_get.info = {"via": "push", "arrived": item.arrived}
+        return self._deliver(item.meta, [p.buffer for p in item.parts], item.frames)
+
+    def last_get_info(self) -> dict[str, Any] | None:
+        """How the calling thread's last successful get() was served: `via` push or pull, and
+        `arrived` (time.time() when the payload reached this process). For traces."""
+        return getattr(self._last_get, "info", None)
+
+    def get_wakeup_generation(self) -> int | None:
+        """A snapshot to pass to wait_for_change() (newer vllm-omni receive loops wait on it
+        instead of sleeping between polls); None when this consumer does not take pushes."""
+        return self.inbox.generation if self.push and not self._closed else None
+
+    def wait_for_change(self, generation: int, *, timeout: float) -> bool:
+        """Blocks until a payload was pushed here since `generation`, or `timeout` seconds."""
+        return self.inbox.wait_for_change(generation, timeout)
+
+    # -- the consumer's subscriptions and its receiving thread
+
+    def _subscription(self, endpoint: str, edge: str) -> _Subscription:
+        """The subscription to `endpoint` (asked for on first use: the receiving thread sends
+        SUBSCRIBE; until the producer answers, gets pull)."""
+        sub = self._subs.get(endpoint)
+        if sub is None or edge not in sub.edges:
+            with self._lock:
+                sub = self._subs.get(endpoint)
+                if sub is None:
+                    sub = self._subs[endpoint] = _Subscription(endpoint)
+                new = edge not in sub.edges
+                sub.edges.add(edge)
+            if new:
+                self._start_inbox()
+                self._inbox_command(b"s" + f"{edge} {endpoint}".encode())
+        return sub
+
+    def _start_inbox(self) -> None:
+        with self._bind_lock:
+            if self._inbox_thread is not None or self._closed:
+                return
+            ep = f"inproc://rzmq-omni-inbox-{self.producer_id}"
+            rx = self.ctx.socket(zmq.PULL)
+            rx.bind(ep)
+            self._inbox_rx, self._inbox_ep = rx, ep
+            thread = threading.Thread(target=self._receive, name="rzmq-omni-inbox", daemon=True)
+            thread.start()
+            self._inbox_thread = thread
+
+    def _inbox_command(self, msg: bytes) -> None:
+        """Hands `msg` to the receiving thread (the only user of the subscriptions' sockets)."""
+        self._command(self._inbox_ep, msg)
+
+    def _answer_subscription(self, sub: _Subscription, endpoint: str, edge: str, status: int, meta: dict) -> None:
+        """Records a producer's answer to SUBSCRIBE (the receiving thread, under _sub_cond)."""
+        sub.heard = time.monotonic()
+        if status == wire.OK and meta.get("push"):
+            if not meta.get("known") or meta.get("producer") != sub.producer:
+                # a fresh grant (first subscription, or a producer that restarted): credit owed
+                # for what an earlier connection delivered is void
+                self.inbox.reset_source(endpoint)
+                sub.producer = meta.get("producer")
+            if not sub.push.get(edge):
+                self._count("subscriptions")
+            sub.push[edge] = True
+        else:  # the producer does not push (push: false, or an older one: BAD_REQUEST)
+            if edge not in sub.push:
+                self._count("subscriptions_refused")
+            sub.push[edge] = False
+
+    def _receive(self) -> None:
+        """The consumer's receiving thread: subscribes, takes pushed payloads into the inbox,
+        returns credit, re-subscribes every RESUBSCRIBE_INTERVAL until close()."""
+        rx = self._inbox_rx
+        poller = zmq.Poller()
+        poller.register(rx, zmq.POLLIN)
+        socks: dict[str, zmq.Socket] = {}
+        by_sock: dict[zmq.Socket, str] = {}
+        pending: dict[int, tuple[str, str]] = {}  # SUBSCRIBE request id -> (endpoint, edge)
+        last_beat = time.monotonic()
+
+        def send_subscribe(endpoint: str, edge: str) -> None:
+            sock = socks.get(endpoint)
+            if sock is None:
+                sock = self.ctx.socket(zmq.DEALER)
+                # A routing id of its own: after a reconnection the producer knows this consumer
+                # (and its credit); a producer that restarted sees a new one and grants afresh.
+                rid = f"rzo-sub-{self.producer_id}-{len(socks)}".encode()
+                for opt, val in ((zmq.LINGER, 0), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.RECONNECT_IVL, 10),
+                                 (zmq.ROUTING_ID, rid)):
+                    sock.setsockopt(opt, val)
+                sock.connect(endpoint)
+                socks[endpoint] = sock
+                by_sock[sock] = endpoint
+                poller.register(sock, zmq.POLLIN)
+            rid = next_request_id()
+            pending[rid] = (endpoint, edge)
+            if len(pending) > 4096:  # answers that never came (a producer gone for long)
+                for old in sorted(pending)[:1024]:
+                    del pending[old]
+            credit = self.inbox.available(endpoint)
+            try:
+                sock.send_multipart(wire.encode_request(wire.OP_SUBSCRIBE, rid, edge, str(credit)), zmq.NOBLOCK)
+            except zmq.ZMQError as e:
+                logger.debug("RzmqConnector: subscribe to %s not sent: %s", endpoint, e)
+
+        def send_credit(endpoint: str, n: int) -> None:
+            sock = socks.get(endpoint)
+            if sock is not None and n > 0:
+                try:
+                    sock.send_multipart(wire.encode_request(wire.OP_CREDIT, 0, "*", str(n)), zmq.NOBLOCK)
+                except zmq.ZMQError as e:
+                    logger.debug("RzmqConnector: credit to %s not sent: %s", endpoint, e)
+
+        def on_message(endpoint: str, frames: list) -> None:
+            sub = self._subs.get(endpoint)
+            try:
+                status, rid, meta, parts = wire.parse_reply(frames)
+            except wire.ProtocolError as e:
+                self._count("get_errors")
+                logger.error("RzmqConnector: bad message from %s: %s", endpoint, e)
+                return
+            if sub is not None:
+                sub.heard = time.monotonic()
+            if status == wire.PUSHED:
+                nbytes = meta["size"]
+                self.inbox.add(meta["key"], push.Pushed(meta, parts, frames, endpoint, nbytes, time.time()))
+                return
+            if status == wire.PUSH_OFF:
+                if sub is not None:
+                    sub.push[str(meta.get("edge"))] = False
+                return
+            asked = pending.pop(rid, None)
+            if asked is None or sub is None:
+                return
+            _, edge = asked
+            with self._sub_cond:
+                self._answer_subscription(sub, endpoint, edge, status, meta)
+                self._sub_cond.notify_all()
+
+        try:
+            while True:
+                events = dict(poller.poll(200))
+                if rx in events:
+                    stop = False
+                    for _ in range(256):
+                        try:
+                            msg = rx.recv(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        if msg == _STOP:
+                            stop = True
+                            break
+                        what, arg = msg[:1], msg[1:].decode()
+                        if what == b"s":
+                            edge, endpoint = arg.split(" ", 1)
+                            send_subscribe(endpoint, edge)
+                        elif what == b"c":
+                            n, endpoint = arg.split(" ", 1)
+                            send_credit(endpoint, int(n))
+                    if stop:
+                        break
+                for sock, endpoint in list(by_sock.items()):
+                    if sock in events:
+                        for _ in range(256):
+                            try:
+                                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                            except zmq.Again:
+                                break
+                            on_message(endpoint, frames)
+                now = time.monotonic()
+                if now - last_beat >= RESUBSCRIBE_INTERVAL:
+                    last_beat = now
+                    self.inbox.expire()
+                    for endpoint, n in self.inbox.owed().items():  # below the batch size: flushed
+                        send_credit(endpoint, self.inbox.flush_credit(endpoint))
+                    for endpoint, sub in list(self._subs.items()):
+                        for edge in list(sub.edges):
+                            send_subscribe(endpoint, edge)
+        except zmq.ContextTerminated:
+            pass
+        except Exception:  # noqa: BLE001
+            logger.exception("RzmqConnector: receiving thread failed")
+        finally:
+            for sock in socks.values():
+                sock.close(0)
+            rx.close(0)
 
     def _get_shared(self, source, key, content, cid, deadline):
         cache = self.host_cache
@@ -665,7 +1093,10 @@ class RzmqConnector(OmniConnectorBase):
 
     def get_connection_info(self) -> dict[str, Any]:
         """Where consumers reach this producer."""
-        return {"host": self.host, "zmq_port": self.port, "can_put": self.can_put, "endpoint": self.endpoint}
+        port = self.port
+        if port is None and self.can_put and self.stage_id is not None:
+            port = self._producer_port(self.stage_id)  # where its first put will listen
+        return {"host": self.host, "zmq_port": port, "can_put": self.can_put, "endpoint": self.endpoint}
 
     def abandon_get(self, get_key: str) -> None:
         """Nothing to retire: a get holds no claim at the producer, and a reply that arrives for an
@@ -695,8 +1126,10 @@ class RzmqConnector(OmniConnectorBase):
             "on_rzmq": self.on_rzmq,
             "bytes_in_flight": in_flight,
             "sends_in_flight": sends,
+            "push": self.push,
             **counters,
             **self.store.stats(),
+            **self.inbox.snapshot(),
         }
 
     def close(self) -> None:
@@ -720,8 +1153,27 @@ class RzmqConnector(OmniConnectorBase):
             if self._thread.is_alive():
                 ended = False
                 logger.warning("RzmqConnector: the producer thread is still busy %.0f s after close()", self.CLOSE_WAIT)
+        if self._inbox_thread is not None:
+            try:
+                with self.ctx.socket(zmq.PUSH) as s:
+                    s.setsockopt(zmq.LINGER, 1000)
+                    s.connect(self._inbox_ep)
+                    s.send(_STOP)
+            except zmq.ZMQError:
+                pass
+            self._inbox_thread.join(self.CLOSE_WAIT)
+            if self._inbox_thread.is_alive():
+                ended = False
+                logger.warning("RzmqConnector: the receiving thread is still busy %.0f s after close()", self.CLOSE_WAIT)
+        with self._sub_cond:
+            self._sub_cond.notify_all()
+        self.inbox.close()  # what was pushed and never taken: its frames go with it
         if self._fetcher is not None:
             ended &= self._fetcher.close(self.CLOSE_WAIT)
+        with self._cmd_lock:  # the command sockets of put() and get(), closed once nobody sends
+            cmds, self._cmd_socks = self._cmd_socks, {}
+        for sock in cmds.values():
+            sock.close(0)
         self.store.close()
         if not ended:
             return  # its sockets are still open: term() would wait for them

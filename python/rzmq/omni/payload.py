@@ -99,6 +99,36 @@ def _nbytes(buf) -> int:
 _LEAVES = frozenset((str, int, float, bool, type(None), bytes))  # what holds no tensor
 
 
+def _is_struct(x) -> bool:
+    msgspec = sys.modules.get("msgspec")
+    return msgspec is not None and isinstance(x, msgspec.Struct)
+
+
+def struct_to_dict(x):
+    """A msgspec Struct (vllm-omni's OmniPayloadStruct and its parts) as the dict vllm-omni's
+    serializer turns it into on the way through a connector: fields in order, those equal to
+    their default left out (its structs are `omit_defaults`), nested structs converted too. The
+    consumer gets the same dict whether the payload went through the serializer or as a tree."""
+    import msgspec
+
+    cfg = x.__struct_config__
+    fields = x.__struct_fields__
+    defaults = x.__struct_defaults__
+    first_default = len(fields) - len(defaults)
+    out = {}
+    for i, name in enumerate(fields):
+        value = getattr(x, name)
+        if cfg.omit_defaults and i >= first_default:
+            d = defaults[i - first_default]
+            if isinstance(d, msgspec._core.Factory):
+                d = d.factory()
+            if value is d or (type(value) is type(d) and type(d) in _LEAVES | {list, dict, set}
+                              and value == d):
+                continue
+        out[name] = struct_to_dict(value) if _is_struct(value) else value
+    return out
+
+
 class _Split:
     """Takes the tensors and arrays out of a payload: a skeleton plus one buffer per tensor."""
 
@@ -308,6 +338,8 @@ def encode(data, serialize) -> tuple[list, dict[str, Any], str | None]:
             parts.append(raw[0])
         meta = {"kind": "parts"}
     else:
+        if _is_struct(data):  # vllm-omni's stage payloads: a tree once seen as the dict it is
+            data = struct_to_dict(data)
         raw = raw_part(data)
         split = _Split()
         skeleton = split.walk(data) if raw is None and isinstance(data, (dict, list, tuple)) else None

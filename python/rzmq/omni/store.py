@@ -62,15 +62,21 @@ class Store:
         self.ttl = float(ttl_seconds)
         self.consumers = int(consumers)
         self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)  # a put waiting for bytes to be released
         self._entries: dict[str, Entry] = {}
         self._contents: dict[str, Content] = {}
         self.held = 0
         self.bytes_put = 0
         self.released = {c: 0 for c in RELEASE_CAUSES}
         self.rejected = 0
+        self.waits = 0  # puts that waited for room
+        self.wait_s = 0.0
+        self.closed = False
 
-    def put(self, key: str, parts: list, meta: dict[str, Any], content_id: str | None) -> bool:
-        """Stores `parts` under `key` (replacing what it held); False when over the byte budget."""
+    def put(self, key: str, parts: list, meta: dict[str, Any], content_id: str | None, wait: float = 0.0) -> bool:
+        """Stores `parts` under `key` (replacing what it held). Over the byte budget it waits up to
+        `wait` seconds for bytes to be released (consumers served, keys cleaned up), then
+        returns False; an older payload is never evicted for it."""
         now = time.monotonic()
         cid = content_id or "key:" + key
         nbytes = meta["size"]
@@ -82,9 +88,21 @@ class Store:
             if existing is None:
                 if self.held + nbytes > self.budget:
                     self._expire(now)
-                if self.held + nbytes > self.budget:
+                if self.held + nbytes > self.budget and wait > 0 and nbytes <= self.budget:
+                    self.waits += 1
+                    end = now + wait
+                    while self.held + nbytes > self.budget:
+                        left = end - time.monotonic()
+                        if left <= 0 or self.closed:
+                            break
+                        self._room.wait(left)
+                        self._expire(time.monotonic())
+                    self.wait_s += time.monotonic() - now
+                    existing = self._contents.get(cid)  # put meanwhile under another key
+                if existing is None and self.held + nbytes > self.budget:
                     self.rejected += 1
                     return False
+            if existing is None:
                 existing = self._contents[cid] = Content(parts, dict(meta), nbytes)
                 self.held += nbytes
                 self.bytes_put += nbytes
@@ -144,11 +162,21 @@ class Store:
         with self._lock:
             return self._expire(time.monotonic())
 
-    def close(self) -> None:
-        """Releases everything."""
+    def pushable(self, edge_suffix: str) -> list[str]:
+        """Keys ending in `edge_suffix` (`@from_to`) held for one consumer under their own content
+        (what may be pushed), in put order."""
         with self._lock:
+            return [k for k, e in self._entries.items()
+                    if k.endswith(edge_suffix) and e.remaining == 1 and e.served == 0
+                    and e.content_id == "key:" + k]
+
+    def close(self) -> None:
+        """Releases everything; a put waiting for room gives up."""
+        with self._lock:
+            self.closed = True
             for k in list(self._entries):
                 self._unlink(k, self._entries.pop(k), "close")
+            self._room.notify_all()
 
     def stats(self) -> dict[str, Any]:
         """Counts and bytes, for health()."""
@@ -160,6 +188,8 @@ class Store:
                 "bytes_put": self.bytes_put,
                 "bytes_released": dict(self.released),
                 "puts_rejected_budget": self.rejected,
+                "puts_waited_budget": self.waits,
+                "put_wait_s": round(self.wait_s, 6),
                 "budget_bytes": self.budget,
             }
 
@@ -180,6 +210,7 @@ class Store:
             del self._contents[entry.content_id]
             self.held -= content.nbytes
             self.released[cause] += content.nbytes
+            self._room.notify_all()
 
 
 # --------------------------------------------------------------------------------------------

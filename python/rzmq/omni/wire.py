@@ -18,6 +18,12 @@ Reply (producer -> consumer):
             "parts" (the size of each part), "dtype"/"shape" for arrays, "content",
             "shared"; on errors "error" (text)
     part    the payload, one frame per part, sent without copying
+Push (push.py): a consumer subscribes to an edge (SUBSCRIBE, key = the edge `from_to`, content =
+the credit it grants in bytes, decimal); the producer answers OK with meta {"push", "known",
+"producer"} and from then on sends each payload of that edge unasked: [PUSHED header (request
+id 0), meta with "key", part...]. The consumer returns credit with CREDIT (key "*", content =
+bytes, decimal; no reply). PUSH_OFF [header, meta {"edge"}] tells a subscriber that the edge
+went to several subscribers and is pulled from now on.
 """
 
 from __future__ import annotations
@@ -38,12 +44,18 @@ OP_GET = 1  # send the payload
 OP_QUERY = 2  # send only the meta (size, kind): the partial-metadata path
 OP_PING = 3  # liveness, answered with OK and empty meta
 OP_DONE = 4  # the consumer had the payload already (host cache): count a delivery, no reply
+OP_SUBSCRIBE = 5  # push this edge's payloads to me (key: the edge; content: credit in bytes)
+OP_CREDIT = 6  # credit returned (key "*"; content: bytes), no reply
+OPS = (OP_GET, OP_QUERY, OP_PING, OP_DONE, OP_SUBSCRIBE, OP_CREDIT)
 
 # Reply statuses.
 OK = 0
 NOT_FOUND = 1
 BAD_REQUEST = 2
 ERROR = 3
+PUSHED = 4  # a payload sent unasked (push.py); meta carries its "key"
+PUSH_OFF = 5  # the edge in meta is pulled from now on
+MAX_CREDIT = 1 << 50
 
 KINDS = ("raw", "obj", "parts", "tree")
 
@@ -95,13 +107,25 @@ def parse_request(frames: list[bytes]) -> Request:
     if len(frames) not in (2, 3):
         raise ProtocolError(f"{len(frames)} frames (expected 2 or 3)")
     op, _flags, req_id, _ = _header(frames[0])
-    if op not in (OP_GET, OP_QUERY, OP_PING, OP_DONE):
+    if op not in OPS:
         raise ProtocolError(f"unknown operation {op}")
     key = _text(frames[1], "key")
     if op != OP_PING and not key:
         raise ProtocolError("empty key")
     content = _text(frames[2], "content id") if len(frames) == 3 else None
+    if op in (OP_SUBSCRIBE, OP_CREDIT):
+        credit_bytes(content)
     return Request(op, req_id, key, content or None)
+
+
+def credit_bytes(text: str | None) -> int:
+    """The byte count of a SUBSCRIBE or CREDIT request; ProtocolError unless a bounded decimal."""
+    if text is None or not text.isascii() or not text.isdigit() or len(text) > 16:
+        raise ProtocolError(f"credit must be a decimal byte count, not {text!r}")
+    n = int(text)
+    if n > MAX_CREDIT:
+        raise ProtocolError(f"credit of {n} bytes")
+    return n
 
 
 def request_id_of(frames: list[bytes]) -> int:
@@ -134,7 +158,11 @@ def parse_reply(frames: list) -> tuple[int, int, dict[str, Any], list]:
     if not isinstance(meta, dict):
         raise ProtocolError("meta is not an object")
     parts = list(frames[2:])
-    if status == OK and "kind" in meta:
+    if status == PUSHED:
+        key = meta.get("key")
+        if not isinstance(key, str) or not key or len(key.encode()) > MAX_KEY or "kind" not in meta:
+            raise ProtocolError("a push without its key or kind")
+    if status in (OK, PUSHED) and "kind" in meta:
         check_meta(meta)
         if meta.get("query"):  # a QUERY's answer describes the payload without carrying it
             if parts:

@@ -275,7 +275,11 @@ def test_payload_kinds_round_trip(pair):
         assert meta["is_fast_path"] == (meta["kind"] != "obj")
         if hasattr(got[0], "release"):
             got[0].release()
-    assert p.put("0", "1", "empty", b"") == (False, 0, None)
+    # an empty payload is one too (a stream's terminal chunk may carry nothing)
+    ok, n, meta = p.put("0", "1", "empty", b"")
+    assert ok and n == 0
+    got = c.get("0", "1", "empty", meta)
+    assert got is not None and got[1] == 0 and got[0].to_bytes() == b""
     h = settled(p)
     assert h["keys_held"] == 0 and h["bytes_held"] == 0  # consumers=1: each released after its get
     assert h["bytes_released"]["consumed"] == h["bytes_put"]
@@ -297,7 +301,9 @@ def test_unknown_and_never_put_keys_are_none_within_the_deadline(pair):
     meta = {"source_host": "127.0.0.1", "source_port": p.port}
     t0 = time.monotonic()
     assert c.get_with_deadline("0", "1", "never", meta, deadline=t0 + 2.0) is None
-    assert c.health()["get_misses"] == 1
+    assert time.monotonic() - t0 < 5.0
+    # pushed to this consumer: it waited for the payload on its inbox until the deadline
+    assert c.health()["get_timeouts"] == 1 and c.health()["get_misses"] == 0
     # A producer that never answers (nothing listens there): None at the deadline.
     with zmq.Context() as ctx, ctx.socket(zmq.ROUTER) as silent:
         port = silent.bind_to_random_port("tcp://127.0.0.1")
@@ -305,7 +311,7 @@ def test_unknown_and_never_put_keys_are_none_within_the_deadline(pair):
         assert c.get_with_deadline("0", "1", "k", {"source_host": "127.0.0.1", "source_port": port},
                                    deadline=t0 + 0.5) is None
         assert time.monotonic() - t0 < 5.0
-    assert c.health()["get_timeouts"] == 1
+    assert c.health()["get_timeouts"] == 2
     assert c.get("0", "1", "k", None) is None  # no metadata, no configured sender
     c.abandon_get("k")
 
@@ -319,17 +325,18 @@ def test_metadata_less_get_uses_the_configured_sender(pair):
         assert n == 5000 and got.to_bytes() == b"q" * 5000
         q = c.query({"source_host": "127.0.0.1", "source_port": p.port}, "absent@0_1")
         assert q is None
-        assert p.put("0", "1", "m2", b"w" * 300)[0]
-        assert c.query({"source_host": "127.0.0.1", "source_port": p.port}, "m2@0_1")["size"] == 300
+        # (edge 0 -> 2: this consumer subscribed to 0 -> 1, whose puts go to it at once)
+        assert p.put("0", "2", "m2", b"w" * 300)[0]
+        assert c.query({"source_host": "127.0.0.1", "source_port": p.port}, "m2@0_2")["size"] == 300
     finally:
         c.close()
     # The KV transfer manager's path: sender info set after construction.
     c = ro.RzmqConnector(consumer_config())
     try:
-        assert c.get("0", "1", "m2") is None  # no sender known yet
+        assert c.get("0", "2", "m2") is None  # no sender known yet
         info = p.get_connection_info()
         c.update_sender_info(info["host"], info["zmq_port"])
-        got, n = c.get("0", "1", "m2")
+        got, n = c.get("0", "2", "m2")
         assert got.to_bytes() == b"w" * 300
     finally:
         c.close()
@@ -442,6 +449,19 @@ def free_base_port(span=4) -> int:
     raise RuntimeError("no free port range")
 
 
+def poll_get(conn, from_stage, to_stage, key, metadata=None, timeout=30.0):
+    """get() called again until it returns the payload, as vllm-omni's receive loops do (inside
+    vllm-omni a get never waits: a pushed payload not there yet, or a subscription not answered
+    yet, is None at once)."""
+    end = time.monotonic() + timeout
+    while True:
+        got = conn.get(from_stage, to_stage, key, metadata)
+        if got is not None:
+            return got
+        assert time.monotonic() < end, f"{key} did not arrive in {timeout} s"
+        time.sleep(0.005)
+
+
 def test_inside_vllm_omni_producers_listen_where_its_runners_look():
     """vllm-omni's runners locate a producer by vllm-omni's port rule (base zmq_port + stage), and
     the talker -> code2wav consumer has no metadata at all: the real pipeline hung on this (the
@@ -455,24 +475,77 @@ def test_inside_vllm_omni_producers_listen_where_its_runners_look():
     code2wav = ro.RzmqConnector({"host": "127.0.0.1", "zmq_port": base, "role": "receiver", "stage_id": 2,
                                  "get_timeout": 5})
     try:
-        assert thinker.port == compute_connector_zmq_port(base, purpose="request_forwarding", from_stage=0)
+        # it listens at its first put (with async_chunk a stage holds two connectors of its edge,
+        # in two processes: the one that puts listens), where vllm-omni's rule says
+        rule = compute_connector_zmq_port(base, purpose="request_forwarding", from_stage=0)
+        assert thinker.port is None and thinker.get_connection_info()["zmq_port"] == rule
         ok, _, _ = thinker.put("0", "1", "req_0_0", np.arange(1000, dtype=np.float32))
-        assert ok
+        assert ok and thinker.port == rule
         # the orchestrator's sender info for stage 0: vllm-omni's rule, not put()'s metadata
         sender_info = {"source_host": "127.0.0.1",
                        "source_port": compute_connector_zmq_port(base, purpose="request_forwarding", from_stage=0)}
-        got, size = talker.get("0", "1", "req_0_0", sender_info)
+        got, size = poll_get(talker, "0", "1", "req_0_0", sender_info)
         assert size == 4000 and np.array_equal(got.numpy(), np.arange(1000, dtype=np.float32))
         got.release()
         # the middle stage sends on with the same connector; its consumer has only the key
         ok, _, _ = talker.put("1", "2", "req_1_0", {"codes": [1, 2, 3], "finished": True})
         assert ok and talker.port == base + 1
-        got, _ = code2wav.get("1", "2", "req_1_0")
+        got, _ = poll_get(code2wav, "1", "2", "req_1_0")
         assert got == {"codes": [1, 2, 3], "finished": True}
         assert code2wav.port is None  # the last stage never listens
     finally:
         for c in (code2wav, talker, thinker):
             c.close()
+
+
+def readme_connector_block() -> dict:
+    """The `connectors:` entry of README.md's vllm-omni example, as a user copies it."""
+    import yaml
+
+    with open(os.path.join(ROOT, "README.md")) as f:
+        blocks = re.findall(r"```yaml\n(.*?)```", f.read(), re.S)
+    found = [yaml.safe_load(b) for b in blocks if "RzmqConnector" in b]
+    assert len(found) == 1, "README.md has one RzmqConnector example"
+    return found[0]["runtime"]["connectors"]["rzmq_edge"]
+
+
+def test_readme_connector_example_runs_inside_vllm_omni():
+    """README's block, resolved for each stage by vllm-omni's own resolve_connector_spec (what its
+    runners do), moves thinker -> talker (by the port rule) and talker -> code2wav (key only)."""
+    from vllm_omni.distributed.omni_connectors.utils.initialization import (
+        compute_connector_zmq_port,
+        resolve_connector_spec,
+    )
+
+    spec = ConnectorSpec(**readme_connector_block())
+    make = lambda sid, role: OmniConnectorFactory.create_connector(  # noqa: E731
+        resolve_connector_spec(spec, stage_id=sid, role=role))
+    thinker, talker, code2wav = make(0, "sender"), make(1, "receiver"), make(2, "receiver")
+    try:
+        base = spec.extra["zmq_port"]
+        ok, _, _ = thinker.put("0", "1", "rq_0_0", np.arange(64, dtype=np.float32))
+        assert ok and thinker.port == compute_connector_zmq_port(base, purpose="request_forwarding", from_stage=0)
+        got, n = poll_get(talker, "0", "1", "rq_0_0", {"source_host": thinker.host, "source_port": thinker.port})
+        assert n == 256 and np.array_equal(got.numpy(), np.arange(64, dtype=np.float32))
+        got.release()
+        assert talker.put("1", "2", "rq_1_0", {"codes": [7, 8]})[0]
+        got, _ = poll_get(code2wav, "1", "2", "rq_1_0")
+        assert got == {"codes": [7, 8]}
+    finally:
+        for c in (code2wav, talker, thinker):
+            c.close()
+
+
+def test_zmq_port_0_is_refused_inside_vllm_omni_with_what_to_change():
+    """No consumer could find a producer on a free port inside vllm-omni (the real pipeline did 0
+    of 6 requests in 600 s): the stage must not start."""
+    from vllm_omni.distributed.omni_connectors.utils.initialization import resolve_connector_spec
+
+    spec = ConnectorSpec(name="RzmqConnector", extra={"host": "auto", "zmq_port": 0})
+    for sid, role in ((0, "sender"), (2, "receiver")):
+        with pytest.raises(ValueError, match=r"zmq_port 0 cannot work inside vllm-omni.*zmq_port: 50051"):
+            OmniConnectorFactory.create_connector(resolve_connector_spec(spec, stage_id=sid, role=role))
+    ro.RzmqConnector({"host": "127.0.0.1", "zmq_port": 0}).close()  # outside vllm-omni: a free port
 
 
 def test_a_get_that_cannot_succeed_pauses_and_logs_once(monkeypatch, caplog):
@@ -685,7 +758,7 @@ def test_producer_dying_mid_transfer_fails_the_get_cleanly():
     prod = Producer(producer_config(), [64 << 20] * 3, mode)
     cons = consume(consumer_config(), prod.items, mode, deadline=5.0, background=True)
     deadline = time.monotonic() + 60
-    while prod.health()["requests_served"] < 1:  # the first transfer is under way
+    while (lambda h: h["requests_served"] + h["pushes"])(prod.health()) < 1:  # the first transfer is under way
         assert time.monotonic() < deadline and cons.poll() is None
         time.sleep(0.005)
     prod.proc.send_signal(signal.SIGKILL)

@@ -84,6 +84,32 @@ def test_register_names_both_connectors_once():
     assert KVConnectorFactory._registry["RzmqKVConnector"]() is RzmqKVConnector
 
 
+def test_vllm_plugin_registers_the_omni_connector_in_vllm_omni_processes_only():
+    """vllm-omni's engine-core processes load vLLM's plugins only, and with async_chunk their
+    scheduler creates the stage's connector: the real Qwen3-Omni pipeline failed there with
+    'Unknown connector: RzmqConnector'. vLLM's plugin registers it where vllm-omni is loaded, and
+    plain vLLM does not import vllm-omni because of it."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+import rzmq.vllm
+plain = rzmq.vllm.register()
+assert "vllm_omni" not in sys.modules, "plain vLLM imported vllm-omni"
+assert "RzmqConnector" not in plain, plain
+from vllm_omni.distributed.omni_connectors.factory import OmniConnectorFactory
+import vllm_omni.engine  # a stage's engine-core process has vllm-omni loaded before vLLM's plugins
+assert "RzmqConnector" not in OmniConnectorFactory.list_registered_connectors()
+assert rzmq.vllm.register() == ["RzmqConnector"]
+assert "RzmqConnector" in OmniConnectorFactory.list_registered_connectors()
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
+
+
 def test_ec_embedding_announced_fetched_once_and_loaded_without_copy(tmp_path):
     port = free_port()
     prod = RzmqECConnector(ec_config("ec_producer", port, tmp_path), ECConnectorRole.WORKER)
@@ -503,9 +529,10 @@ def test_close_with_fetches_in_flight_on_every_connector(tmp_path):
     its own sockets and ended, and the memory of what was in flight is given back."""
     before_threads = our_threads()
     baseline = rss_mib()
-    # RzmqConnector: a get() blocked on a slow producer, closed from another thread
+    # RzmqConnector: a get() blocked on a slow producer, closed from another thread (pulled: a
+    # pushed payload has no fetch in flight; test_push.py closes a get waiting on the inbox)
     p = ro.RzmqConnector({"host": "127.0.0.1", "zmq_port": 0, "role": "sender", "host_cache": False})
-    c = ro.RzmqConnector({"host": "127.0.0.1", "role": "receiver", "host_cache": False})
+    c = ro.RzmqConnector({"host": "127.0.0.1", "role": "receiver", "host_cache": False, "push": False})
     _, _, meta = p.put("0", "1", "k", torch.zeros(4 << 20, dtype=torch.uint8))
     slow_down(p, 3.0)
     got = []

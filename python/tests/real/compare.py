@@ -78,8 +78,13 @@ def edge_stats(run: dict) -> dict:
         if t.get("op") == "put" and t.get("ok"):
             puts[(t["edge"], t["key"])] = t
     per_edge = collections.defaultdict(lambda: {"n": 0, "bytes": [], "latency_ms": [], "put_ms": [], "get_ms": [],
-                                                "put_cpu_ms": [], "get_cpu_ms": [], "failed_gets": 0})
+                                                "put_cpu_ms": [], "get_cpu_ms": [], "failed_gets": 0,
+                                                "transport_ms": [], "wait_ms": [], "via": collections.Counter(),
+                                                "by_chunk": collections.defaultdict(list)})
+    misses = {}
     for t in run["traces"]:
+        if t.get("op") == "misses":  # running totals per process: the last one counts
+            misses[(t["pid"], t["edge"])] = t["polls"]
         if t.get("op") != "get":
             continue
         e = per_edge[t["edge"]]
@@ -91,10 +96,21 @@ def edge_stats(run: dict) -> dict:
         e["bytes"].append(t["bytes"])
         e["get_ms"].append((t["t1"] - t["t0"]) * 1e3)
         e["get_cpu_ms"].append(t["cpu"] * 1e3)
+        e["via"][t.get("via") or "poll"] += 1
         if p is not None:
             e["latency_ms"].append((t["t1"] - p["t0"]) * 1e3)
+            e["by_chunk"][chunk_of(t["key"])].append((t["t1"] - p["t0"]) * 1e3)
             e["put_ms"].append((p["t1"] - p["t0"]) * 1e3)
             e["put_cpu_ms"].append(p["cpu"] * 1e3)
+            # Where the time between put() returning and get() being called went: moving the
+            # payload (a push's arrival in the consumer's inbox; a pull moves it inside get(), and
+            # a shared-memory put has written it before it returns), then waiting for vllm-omni's
+            # receive loop to ask for it.
+            ready = t["arrived"] if t.get("via") == "push" and t.get("arrived") else p["t1"]
+            e["transport_ms"].append(max(0.0, ready - p["t1"]) * 1e3)
+            e["wait_ms"].append(max(0.0, t["t0"] - ready) * 1e3)
+    for (pid, edge), polls in misses.items():
+        per_edge[edge]["failed_gets"] += polls
     return dict(per_edge)
 
 
@@ -112,6 +128,9 @@ def summary(run: dict) -> dict:
             "latency_ms_median": med(e["latency_ms"]), "latency_ms_max": max(e["latency_ms"], default=float("nan")),
             "put_ms_median": med(e["put_ms"]), "get_ms_median": med(e["get_ms"]),
             "put_cpu_ms_median": med(e["put_cpu_ms"]), "get_cpu_ms_median": med(e["get_cpu_ms"]),
+            "transport_ms_median": med(e["transport_ms"]), "wait_ms_median": med(e["wait_ms"]),
+            "via": dict(e["via"]),
+            "latency_ms_by_chunk": {c: med(v) for c, v in sorted(e["by_chunk"].items(), key=lambda x: int(x[0] or 0))},
         }
     procs = [t for t in run["traces"] if t.get("op") == "process"]
     # the titles vLLM sets (VLLM::Worker, ...) come after the plugin's first line: take them from
@@ -222,7 +241,9 @@ def main() -> int:
         for edge, e in s["edges"].items():
             print(f"   edge {edge}: {e['payloads']} payloads, median {e['bytes_median']:.0f} B, "
                   f"latency median {e['latency_ms_median']:.2f} ms (max {e['latency_ms_max']:.2f}), "
-                  f"put {e['put_ms_median']:.2f} ms, get {e['get_ms_median']:.2f} ms, failed gets {e['failed_gets']}")
+                  f"put {e['put_ms_median']:.2f} ms, transport {e['transport_ms_median']:.2f} ms, waiting for "
+                  f"vllm-omni {e['wait_ms_median']:.2f} ms, get {e['get_ms_median']:.2f} ms, empty polls "
+                  f"{e['failed_gets']}, served by {e['via']}")
         if s.get("transports"):
             print(f"   connections: {s['transports']['chosen']}; RDMA counters at close: {s['transports']['rdma_ended']}")
         if "identical" in s:

@@ -66,8 +66,55 @@ def connector_spec(args) -> dict:
     raise SystemExit(f"unknown connector {args.connector}")
 
 
+def model_type(model_dir: str) -> str:
+    """config.json's model_type: qwen2_5_omni or qwen3_omni_moe."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        return json.load(f)["model_type"]
+
+
+def deploy_yaml_qwen3(args) -> dict:
+    """vllm-omni's own qwen3_omni_moe.yaml (async_chunk: true unless --no-async-chunk), for CPU:
+    eager, float32 where CPU kernels need it, a fixed KV cache, no device pinning, no triton
+    MoE backend (vLLM's CPU experts serve the MoE layers), the thinker and the talker batching
+    `--max-num-seqs` requests; the chosen connector on both edges, with vllm-omni's codec chunk
+    settings (4 frames first, then 25 with 25 of left context)."""
+    # moe_backend: vllm-omni sets "triton" for Qwen3-Omni stages unless the deploy names a backend
+    # (stage_init_utils._maybe_set_qwen3_omni_moe_backend), and vLLM's triton MoE refuses the CPU;
+    # "auto" lets vLLM choose its CPU experts. max_cudagraph_capture_size 0 (as vllm-omni's own
+    # XPU profile): the talker sizes its code-predictor buffers by it, and eager CPU leaves it None.
+    common = {"enforce_eager": True, "trust_remote_code": True, "enable_prefix_caching": False,
+              "max_num_batched_tokens": 4096, "max_model_len": 4096, "moe_backend": "auto",
+              "max_cudagraph_capture_size": 0}
+    sampling = [
+        {"temperature": 0.0, "max_tokens": args.max_tokens, "seed": 42},
+        # the talker is the one stochastic stage; its seed makes it reproducible (as vllm-omni's yaml)
+        {"seed": 42, "temperature": 0.9, "top_k": 50, "max_tokens": args.talker_tokens, "repetition_penalty": 1.05},
+        {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "max_tokens": 65536, "repetition_penalty": 1.1},
+    ]
+    spec = connector_spec(args)
+    spec["extra"] = {"initial_codec_chunk_frames": 4, "codec_chunk_frames": 25, "codec_left_context_frames": 25,
+                     **spec["extra"]}
+    stages = []
+    for sid in range(3):
+        st = {"stage_id": sid, **common, "max_num_seqs": args.max_num_seqs, "dtype": args.dtype,
+              "default_sampling_params": sampling[sid]}
+        if sid == 0:
+            st["mm_processor_cache_gb"] = 0
+        if sid == 2:
+            st.update(enable_chunked_prefill=False, async_scheduling=False, max_num_batched_tokens=65536,
+                      max_model_len=65536, max_num_seqs=args.code2wav_seqs)
+        if sid > 0:
+            st["input_connectors"] = {f"from_stage_{sid - 1}": "edge"}
+        if sid < 2:
+            st["output_connectors"] = {f"to_stage_{sid + 1}": "edge"}
+        stages.append(st)
+    return {"async_chunk": bool(args.async_chunk), "connectors": {"edge": spec}, "stages": stages}
+
+
 def deploy_yaml(args) -> dict:
     """vllm-omni's qwen2_5_omni.yaml, for CPU, with the chosen connector on both edges."""
+    if args.model_type == "qwen3_omni_moe":
+        return deploy_yaml_qwen3(args)
     common = {"enforce_eager": True, "trust_remote_code": True, "enable_prefix_caching": False,
               "max_num_seqs": args.max_num_seqs, "max_num_batched_tokens": 4096, "max_model_len": 4096,
               "dtype": "float32"}
@@ -105,7 +152,7 @@ def tensor_record(t, path_prefix: str, out_dir: str, name: str) -> dict:
     import torch
 
     t = t.detach().contiguous().cpu()
-    raw = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+    raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""  # 0-d too
     with open(os.path.join(out_dir, f"{name}.bin"), "wb") as f:
         f.write(raw)
     return {"path": path_prefix, "dtype": str(t.dtype), "shape": list(t.shape),
@@ -137,6 +184,9 @@ def record_output(o, results: dict, t_gen: float, out: str) -> None:
         name = k if audio else f"stage{o.stage_id}-{k}"
         if audio:
             r.setdefault("t_first_audio", now - t_gen)
+            if k == "audio":  # each output of a streamed stage, in order (its own record)
+                rec = tensor_record(v, name, out, f"{name}-{idx}-part{len(r.get('audio_chunks', []))}")
+                r.setdefault("audio_chunks", []).append({k2: rec[k2] for k2 in ("shape", "sha256")})
         # a streamed stage sends several outputs: keep the last (the whole) one
         r.setdefault("outputs", {})[name] = tensor_record(v, name, out, f"{name}-{idx}")
     if o.error:
@@ -190,7 +240,10 @@ def main() -> int:
     ap.add_argument("--base-port", type=int, default=50051)
     ap.add_argument("--mooncake-master-port", type=int, default=50061)
     ap.add_argument("--mooncake-http-port", type=int, default=8080)
-    ap.add_argument("--async-chunk", action="store_true")
+    ap.add_argument("--async-chunk", action="store_true", help="streaming (Qwen3-Omni streams by default)")
+    ap.add_argument("--no-async-chunk", dest="async_chunk", action="store_false")
+    ap.add_argument("--dtype", default="bfloat16", help="Qwen3-Omni stages' dtype")
+    ap.add_argument("--code2wav-seqs", type=int, default=1)
     ap.add_argument("--requests", type=int, default=4)
     ap.add_argument("--max-num-seqs", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=12)
@@ -202,7 +255,11 @@ def main() -> int:
     ap.add_argument("--write-deploy-only", action="store_true", help="write OUT/deploy.yaml and exit")
     ap.add_argument("--kill-stage", type=int, help="SIGKILL this stage's worker once the first thinker "
                     "output arrives; exit 0 when the orchestrator then reports the failure")
+    ap.set_defaults(async_chunk=None)
     args = ap.parse_args()
+    args.model_type = model_type(args.model)
+    if args.async_chunk is None:
+        args.async_chunk = args.model_type == "qwen3_omni_moe"
 
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
@@ -255,6 +312,10 @@ def main() -> int:
 
         params = [copy.deepcopy(p) for p in omni.default_sampling_params_list]
         params[0].output_kind = RequestOutputKind.DELTA
+        if args.async_chunk and hasattr(params[2], "output_kind"):
+            # streaming: code2wav's audio arrives chunk by chunk, so its first chunk is the
+            # time to first audio
+            params[2].output_kind = RequestOutputKind.DELTA
         for o in omni.generate(prompts, params, py_generator=True, use_tqdm=False):
             if args.kill_stage is not None and killed is None and o.stage_id == 0:
                 killed = kill_stage_worker(os.environ["RZMQ_REAL_TRACE_DIR"], args.kill_stage)

@@ -137,7 +137,7 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=4)
     ap.add_argument("--max-num-seqs", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=12)
-    ap.add_argument("--timeout", type=float, default=420.0)
+    ap.add_argument("--timeout", type=float, default=900.0)
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks: stages, netns
     py = os.path.join(args.venv, "bin", "python")

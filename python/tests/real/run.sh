@@ -4,7 +4,11 @@
 # libzmq served each process, each connection's transport, per-edge bytes and latency, and
 # whether every token id, audio sample and stage payload is identical to the stock run.
 #
-# usage: python/tests/real/run.sh [--configs a,b,c,d,...] [--size tiny|7b] [--out DIR] [--requests N]
+# usage: python/tests/real/run.sh [--model qwen2_5|qwen3] [--configs a,b,c,d,...] [--size tiny|7b]
+#                                 [--out DIR] [--requests N]
+#   --model qwen3: a tiny Qwen3-Omni (MoE thinker and talker, code2wav) made locally
+#   (make_tiny_qwen3_omni.py), served as vllm-omni's qwen3_omni_moe.yaml does: streaming
+#   (async_chunk: true), thinker and talker batching; default qwen2_5 (Qwen2.5-Omni, no streaming);
 #   configurations: run.py's docstring (default a,b,c,d,kill-a,kill,te,store);
 #   --size 7b: the model whose thinker hidden size is Qwen2.5-Omni-7B's (3584): megabytes of
 #   stage payload per request.
@@ -14,12 +18,14 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 CONFIGS="a,b,c,d,kill-a,kill,te"
+FAMILY=qwen2_5
 SIZE=tiny
 OUT="$ROOT/python/build/real"
 REQUESTS=4
 while [ $# -gt 0 ]; do
     case "$1" in
         --configs) CONFIGS=$2; shift 2 ;;
+        --model) FAMILY=$2; shift 2 ;;
         --size) SIZE=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
         --requests) REQUESTS=$2; shift 2 ;;
@@ -36,11 +42,16 @@ fi
 VENV=$("$HERE/env.sh" | tail -1)
 MODELS=${RZMQ_REAL_MODELS:-$HOME/.cache/rzmq/models}
 case "$SIZE" in
-    tiny) MODEL="$MODELS/qwen2_5_omni-h64"; HIDDEN=64 ;;
-    7b) MODEL="$MODELS/qwen2_5_omni-h3584"; HIDDEN=3584 ;;
+    tiny) HIDDEN=64 ;;
+    7b) HIDDEN=3584 ;;
     *) echo "--size tiny or 7b" >&2; exit 2 ;;
 esac
 mkdir -p "$MODELS"
-"$VENV/bin/python" "$HERE/make_tiny_model.py" "$MODEL" --thinker-hidden "$HIDDEN" >&2
-exec "$VENV/bin/python" "$HERE/run.py" --venv "$VENV" --model "$MODEL" --out "$OUT/$SIZE" \
+case "$FAMILY" in
+    qwen2_5) MODEL="$MODELS/qwen2_5_omni-h$HIDDEN"; MAKE="$HERE/make_tiny_model.py"; RUN_OUT="$OUT/$SIZE" ;;
+    qwen3) MODEL="$MODELS/qwen3_omni-h$HIDDEN"; MAKE="$HERE/make_tiny_qwen3_omni.py"; RUN_OUT="$OUT/qwen3-$SIZE" ;;
+    *) echo "--model qwen2_5 or qwen3" >&2; exit 2 ;;
+esac
+"$VENV/bin/python" "$MAKE" "$MODEL" --thinker-hidden "$HIDDEN" >&2
+exec "$VENV/bin/python" "$HERE/run.py" --venv "$VENV" --model "$MODEL" --out "$RUN_OUT" \
     --configs "$CONFIGS" --requests "$REQUESTS"

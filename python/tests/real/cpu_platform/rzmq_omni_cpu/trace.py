@@ -51,9 +51,11 @@ def _tensor_digests(obj, path="", out=None, depth=0):
         out = []
     if depth > 8:
         return out
+    if hasattr(obj, "__struct_fields__"):  # vllm-omni's OmniPayloadStruct: what a consumer gets is its dict
+        obj = {f: getattr(obj, f) for f in obj.__struct_fields__ if getattr(obj, f) is not None}
     if isinstance(obj, torch.Tensor):
         t = obj.detach().contiguous().cpu()
-        raw = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""  # 0-d too
         out.append([path, str(t.dtype), list(t.shape), hashlib.sha256(raw).hexdigest()])
     elif isinstance(obj, np.ndarray):
         out.append([path, str(obj.dtype), list(obj.shape), hashlib.sha256(np.ascontiguousarray(obj).tobytes()).hexdigest()])
@@ -66,6 +68,34 @@ def _tensor_digests(obj, path="", out=None, depth=0):
     elif isinstance(obj, (list, tuple)) and obj and isinstance(obj[0], int):
         out.append([path, "ints", [len(obj)], hashlib.sha256(json.dumps(list(obj)).encode()).hexdigest()])
     return out
+
+
+_misses: dict = {}  # edge -> [polls that found nothing, seconds in them, CPU seconds]
+_misses_flushed = [0.0]
+
+
+def _count_miss(edge: str, name: str, seconds: float, cpu: float) -> None:
+    """Streaming consumers poll get() for every waiting request every few milliseconds: the
+    empty polls are summed per edge and written once a second (and at exit), not one line each."""
+    with _lock:
+        m = _misses.setdefault((edge, name), [0, 0.0, 0.0])
+        m[0] += 1
+        m[1] += seconds
+        m[2] += cpu
+        now = time.time()
+        flush = now - _misses_flushed[0] >= 1.0
+        if flush:
+            _misses_flushed[0] = now
+    if flush:
+        _flush_misses()
+
+
+def _flush_misses() -> None:
+    with _lock:
+        items = [(k, list(v)) for k, v in _misses.items()]
+    for (edge, name), (n, secs, cpu) in items:
+        _emit({"op": "misses", "connector": name, "pid": os.getpid(), "edge": edge, "t": time.time(),
+               "polls": n, "seconds": secs, "cpu": cpu})
 
 
 def _wrap(conn, name: str) -> None:
@@ -84,12 +114,21 @@ def _wrap(conn, name: str) -> None:
                "tensors": _tensor_digests(data)})
         return res
 
+    info = getattr(conn, "last_get_info", None)  # rzmq: how a get was served, when it arrived
+
     def _record(kind, from_stage, to_stage, key, t0, t1, c, res):
         obj = res[0] if isinstance(res, tuple) and res else None
         size = int(res[1] or 0) if isinstance(res, tuple) and len(res) > 1 else 0
-        _emit({"op": kind, "connector": name, "pid": os.getpid(), "edge": f"{from_stage}->{to_stage}",
-               "key": str(key), "t0": t0, "t1": t1, "cpu": c, "ok": obj is not None, "bytes": size,
-               "tensors": _tensor_digests(obj) if obj is not None else []})
+        if obj is None:  # a poll that found nothing: counted per edge, not one line each
+            _count_miss(f"{from_stage}->{to_stage}", name, t1 - t0, c)
+            return
+        rec = {"op": kind, "connector": name, "pid": os.getpid(), "edge": f"{from_stage}->{to_stage}",
+               "key": str(key), "t0": t0, "t1": t1, "cpu": c, "ok": True, "bytes": size,
+               "tensors": _tensor_digests(obj)}
+        how = info() if info is not None else None
+        if how:
+            rec["via"], rec["arrived"] = how.get("via"), how.get("arrived")
+        _emit(rec)
 
     def _timed(call, from_stage, to_stage, key):
         if getattr(_local, "inside", False):
@@ -146,6 +185,9 @@ def install() -> None:
         return
     _installed = True
     _emit(process_record())
+    import atexit
+
+    atexit.register(_flush_misses)
 
     try:
         from vllm_omni.distributed.omni_connectors.factory import OmniConnectorFactory
