@@ -352,6 +352,11 @@ class RzmqConnector(OmniConnectorBase):
 
     def put(self, from_stage: str, to_stage: str, put_key: str, data: Any) -> tuple[bool, int, dict[str, Any] | None]:
         """Leaves `data` for consumers; returns (ok, bytes, metadata for get())."""
+        return self._put(from_stage, to_stage, put_key, data)[:3]
+
+    def _put(self, from_stage: str, to_stage: str, put_key: str, data: Any):
+        """put(), plus the stored `Content` (None when the put failed). It is taken before the
+        producer's thread is woken: a push can be sent, taken and released before put() returns."""
         if self._closed:
             raise RuntimeError("RzmqConnector is closed")
         if self._thread is None:
@@ -361,22 +366,23 @@ class RzmqConnector(OmniConnectorBase):
             except (RuntimeError, zmq.ZMQError) as e:
                 self._count("put_failures")
                 self._warn_once("listen", "RzmqConnector: put(%s) cannot start the producer: %s", put_key, e)
-                return False, 0, None
+                return False, 0, None, None
         key = self._make_key(put_key, from_stage, to_stage)
         try:
             parts, meta, content = payload.encode(data, self.serialize_obj)
         except Exception as e:  # noqa: BLE001
             self._count("put_failures")
             logger.error("RzmqConnector: put(%s): cannot encode %s: %s", key, type(data).__name__, e)
-            return False, 0, None
+            return False, 0, None, None
         # Over the budget a put waits (put_timeout) for consumers to take what they were sent or
         # pushed: that is the back-pressure a slow consumer puts on its producer.
-        if not self.store.put(key, parts, meta, content, wait=self.put_timeout):
+        stored = self.store.put(key, parts, meta, content, wait=self.put_timeout)
+        if stored is None:
             self._count("put_failures")
             logger.error("RzmqConnector: put(%s): %d bytes do not fit the memory budget within put_timeout "
                          "(%d held of %d): the consumers are not taking what was put", key,
                          meta["size"], self.store.held, self.store.budget)
-            return False, 0, None
+            return False, 0, None, None
         with self._lock:
             self.m["puts"] += 1
             self.m["bytes_put"] += meta["size"]
@@ -396,14 +402,13 @@ class RzmqConnector(OmniConnectorBase):
             out["content"] = content
         if meta.get("copies"):
             out["copies"] = meta["copies"]  # tensors whose bytes had to be copied (see payload.py)
-        return True, meta["size"], out
+        return True, meta["size"], out, stored
 
     def put_tracked(self, from_stage: str, to_stage: str, put_key: str, data: Any):
         """put(), plus a `PutTracker` that is done once the producer no longer needs `data`: the
         key was released (consumed, cleaned up, expired) and every send of its bytes finished, so
         a caller may reuse the buffers it put (as pyzmq's MessageTracker for copy=False sends)."""
-        ok, size, meta = self.put(from_stage, to_stage, put_key, data)
-        content = self.store.content_of(self._make_key(put_key, from_stage, to_stage)) if ok else None
+        ok, size, meta, content = self._put(from_stage, to_stage, put_key, data)
         return ok, size, meta, PutTracker(self.store, content)
 
     def cleanup(self, request_id: str, from_stage: str | None = None, to_stage: str | None = None) -> None:

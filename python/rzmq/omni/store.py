@@ -73,10 +73,12 @@ class Store:
         self.wait_s = 0.0
         self.closed = False
 
-    def put(self, key: str, parts: list, meta: dict[str, Any], content_id: str | None, wait: float = 0.0) -> bool:
-        """Stores `parts` under `key` (replacing what it held). Over the byte budget it waits up to
-        `wait` seconds for bytes to be released (consumers served, keys cleaned up), then
-        returns False; an older payload is never evicted for it."""
+    def put(self, key: str, parts: list, meta: dict[str, Any], content_id: str | None,
+            wait: float = 0.0) -> Content | None:
+        """Stores `parts` under `key` (replacing what it held); returns the `Content` that holds
+        them. Over the byte budget it waits up to `wait` seconds for bytes to be released
+        (consumers served, keys cleaned up), then returns None; an older payload is never
+        evicted for it."""
         now = time.monotonic()
         cid = content_id or "key:" + key
         nbytes = meta["size"]
@@ -101,14 +103,14 @@ class Store:
                     existing = self._contents.get(cid)  # put meanwhile under another key
                 if existing is None and self.held + nbytes > self.budget:
                     self.rejected += 1
-                    return False
+                    return None
             if existing is None:
                 existing = self._contents[cid] = Content(parts, dict(meta), nbytes)
                 self.held += nbytes
                 self.bytes_put += nbytes
             existing.keys.add(key)
             self._entries[key] = Entry(cid, now, now, self.consumers)
-        return True
+        return existing
 
     def holds(self, content: Content) -> bool:
         """Whether `content` is still held for some key."""

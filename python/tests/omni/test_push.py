@@ -219,6 +219,25 @@ def test_puts_are_pushed_and_gets_are_local(pair):
     assert c.health()["gets_from_inbox"] == 20
 
 
+def test_a_tracked_put_that_is_pushed_at_once_keeps_its_buffer_until_sent(pair):
+    """put_tracked() whose payload the producer's thread pushes (and releases) before put()
+    returns: the tracker still follows that send, so a caller that reuses its buffer once the
+    tracker is done never changes bytes still on their way (found by the omni replica on stock
+    libzmq, whose zero-copy sends finish after the call returns)."""
+    p, c = pair
+    meta = subscribe(p, c)
+    buf = np.zeros(1 << 20, np.uint8)  # one buffer, reused for every put as a stage's pool does
+    for i in range(30):
+        buf[:] = i
+        ok, _n, _meta, tracker = p.put_tracked("0", "1", f"reuse_0_{i}", buf)
+        assert ok and tracker._content is not None  # bound to what was stored, pushed or not
+        tracker.wait(10)
+        got, n = c.get_with_deadline("0", "1", f"reuse_0_{i}", meta, deadline=time.monotonic() + 10)
+        a = got.numpy()
+        assert n == buf.nbytes and a.min() == i and a.max() == i, f"put {i}: bytes changed in flight"
+        got.release()
+
+
 def test_inside_vllm_omni_a_get_of_what_is_not_here_yet_returns_at_once(pair):
     """vllm-omni's receive loops poll get() for every waiting request in turn: a stage's get of a
     pushed payload that has not arrived is a miss at once (no wait, no request to the producer)."""
