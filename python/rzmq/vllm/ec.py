@@ -25,6 +25,9 @@ data port (announcements on ec_port + 1); `ec_connector_extra_config` takes
     fetch_timeout       consumers: seconds a fetch may take before its requests fail (default 30)
     announce_wait       consumers: seconds a request waits for its picture's announcement before
                         this instance encodes the picture itself (default 1; 0: at once)
+    push_bytes          producers: an embedding of at most this many bytes is pushed with its
+                        announcement into every subscribed consumer host's cache, so the consumer
+                        never waits for a fetch (default 1 MiB; 0: announce only, consumers fetch)
     rdma                "auto" or "require", as RzmqConnector
     host_cache_dir, host_cache_bytes   the host cache (default /dev/shm/rzmq-ec-<uid>, 4 GiB)
 """
@@ -89,7 +92,7 @@ class RzmqECConnector(ECConnectorBase):
                                                  float(extra.get("announce_wait", 1.0)), compat)
         else:
             self.worker = RzmqECWorker(peer_config, self._host, self._port, self._producers, self.is_producer,
-                                       self.is_consumer, compat)
+                                       self.is_consumer, compat, int(extra.get("push_bytes", 1 << 20)))
         logger.info("RzmqECConnector: %s %s producer=%s consumer=%s producers=%s", role.name,
                     self._peer.endpoint if self._peer else None, self.is_producer, self.is_consumer,
                     producers if self.is_consumer else None)

@@ -28,7 +28,7 @@ from .stats import Recorder, zero_copy_frames
 logger = logging.getLogger("rzmq.vllm.ec")
 
 STAGE = "ec"  # the RzmqConnector key suffix of every embedding (`mm_hash@ec_ec`)
-ADD, DROP = b"+", b"-"
+ADD, DROP, PUSHED = b"+", b"-", b"="
 
 
 def endpoint_parts(addr: str) -> tuple[str, int]:
@@ -63,7 +63,8 @@ class RzmqECScheduler:
         self.announce_wait = announce_wait
         self.compat = compat
         self.recorder = Recorder()
-        self.stats = {"fetched": 0, "fetch_failures": 0, "announcements_refused": 0}
+        self.stats = {"fetched": 0, "fetch_failures": 0, "announcements_refused": 0, "pushed_in": 0,
+                      "bytes_pushed_in": 0, "pushes_refused": 0}
         self._lock = threading.Lock()  # `known`: written by the fetch worker's thread
         self.known: dict[str, tuple[str, int] | None] = {}
         self._refused: set[str] = set()
@@ -81,6 +82,9 @@ class RzmqECScheduler:
     # ------------------------------------------------------------------ the fetch worker's thread
 
     def _on_announce(self, msg: list[bytes]) -> None:
+        if len(msg) >= 4 and msg[0] == PUSHED:
+            self._on_pushed(msg)
+            return
         if len(msg) != 3:
             return  # not our message shape: ignored
         op, h, info = msg
@@ -110,6 +114,43 @@ class RzmqECScheduler:
             self.known[name] = where
         if where is not None:
             self.peer.connect_to(*where)
+
+    def _on_pushed(self, msg: list[bytes]) -> None:
+        """An embedding pushed with its announcement: into this host's cache now, unless it is
+        there or another process of the host is writing it. Checked as a fetched one would be
+        (version, compatibility, sizes); a bad one is dropped and fetched later as usual."""
+        name = msg[1].decode(errors="replace")
+        try:
+            info = json.loads(msg[2])
+            meta = info["meta"]
+            ok = (isinstance(meta, dict) and int(meta["size"]) == sum(len(p) for p in msg[3:])
+                  and incompatibility("pushed embedding", info.get("v"), info.get("compat"), EC_PROTOCOL_VERSION,
+                                      self.compat) is None)
+        except (ValueError, KeyError, TypeError):
+            ok = False
+        if not ok:
+            self.stats["pushes_refused"] += 1
+            return
+        if self.local(name):
+            return
+        cache = self.peer.host_cache
+        try:
+            lock = cache.lock(name, deadline=0.0)  # one try: a process holding it is writing it
+            if lock is None:
+                return
+            try:
+                if cache.open(name) is None:
+                    cache.store(name, meta, msg[3:])
+                    self.stats["pushed_in"] += 1
+                    self.stats["bytes_pushed_in"] += int(meta["size"])
+                    # a transfer like a fetch's, timed from the producer's send (one clock on one
+                    # host; across hosts as good as their clocks agree)
+                    sent = float(info.get("t_sent", 0.0))
+                    self.recorder.transfer(max(0.0, time.time() - sent) if sent else 0.0, int(meta["size"]))
+            finally:
+                cache.unlock(lock)
+        except OSError as e:
+            logger.error("RzmqECConnector: host cache %s: cannot write pushed embedding %s: %s", cache.dir, name, e)
 
     # ------------------------------------------------------------------ the scheduler's thread
 

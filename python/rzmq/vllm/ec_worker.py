@@ -5,7 +5,10 @@ Producer (`save_caches`): the embedding tensor stays where vLLM computed it; the
 store keeps a reference (no copy) under its mm_hash, bounded by `memory_pool_size` and released
 after `buffer_ttl_seconds` unused. The announcer thread owns an XPUB socket: it announces each
 embedding (`+ mm_hash {shape, dtype, bytes, source, v, compat}`) before save_caches returns,
-each release (`- mm_hash`), and every live embedding again to a subscriber that joins.
+each release (`- mm_hash`), and every live embedding again to a subscriber that joins. An
+embedding of at most `push_bytes` is pushed with its announcement (`= mm_hash {..., meta}
+parts...`): each subscribed consumer host writes it into its host cache as it arrives, so the
+consumer instance the proxy sends the request to next finds it there and never asks.
 
 Consumer (`start_load_caches`): maps the host cache entry the scheduler filled and hands vLLM
 a tensor over it (no copy), moved to the accelerator where vLLM runs on one.
@@ -31,7 +34,7 @@ from .stats import Recorder
 logger = logging.getLogger("rzmq.vllm.ec")
 
 STAGE = "ec"
-ADD, DROP = b"+", b"-"
+ADD, DROP, PUSHED = b"+", b"-", b"="
 
 
 def first_tp_rank() -> bool:
@@ -49,7 +52,8 @@ class Announcer:
     announces every live one again to a new subscriber.
 
     `announce()` returns once its announcement is on the socket (the encoder instance answers
-    its request after save_caches, and a consumer asked next must know the embedding)."""
+    its request after save_caches, and a consumer asked next must know the embedding). Given the
+    payload's `(meta, parts)`, the bytes follow in a `=` message (sent without a copy)."""
 
     SWEEP = 1.0  # seconds between looks for embeddings released by TTL or budget
     ANNOUNCE_WAIT = 2.0  # seconds announce() waits for the thread (a stopped one: not at all)
@@ -75,13 +79,13 @@ class Announcer:
     def _frames(op: bytes, mm_hash: str, info: dict[str, Any]) -> list[bytes]:
         return [op, mm_hash.encode(), json.dumps(info).encode()]
 
-    def announce(self, mm_hash: str, info: dict[str, Any]) -> None:
+    def announce(self, mm_hash: str, info: dict[str, Any], payload_parts: tuple | None = None) -> None:
         with self._lock:
             self.live[mm_hash] = info
         if self._stopped.is_set():
             return
         sent = threading.Event()
-        self._q.put((mm_hash, info, sent))
+        self._q.put((mm_hash, info, sent, payload_parts))
         try:
             os.write(self._wfd, b"x")
         except OSError:
@@ -120,8 +124,12 @@ class Announcer:
                     if item is None:
                         stop = True
                         continue
-                    mm_hash, info, sent = item
+                    mm_hash, info, sent, pushed = item
                     pub.send_multipart(self._frames(ADD, mm_hash, info))
+                    if pushed is not None:
+                        meta, parts = pushed
+                        head = self._frames(PUSHED, mm_hash, {**info, "meta": meta, "t_sent": time.time()})
+                        pub.send_multipart([*head, *parts], copy=False)
                     sent.set()
                 if stop:
                     return
@@ -187,14 +195,15 @@ class RzmqECWorker:
     """The worker side of one instance: producer (saves and announces) and/or consumer (loads)."""
 
     def __init__(self, peer_config: dict[str, Any], host: str, port: int, producers: list[tuple[str, int]],
-                 is_producer: bool, is_consumer: bool, compat: str):
+                 is_producer: bool, is_consumer: bool, compat: str, push_bytes: int = 1 << 20):
         self.host, self.port, self.producers = host, port, producers
+        self.push_bytes = push_bytes
         self.compat = compat
         self.peer: RzmqConnector | None = None
         self.announcer: Announcer | None = None
         self.is_consumer = is_consumer
         self.recorder = Recorder()
-        self.stats = {"saved": 0, "bytes_saved": 0, "loaded": 0, "bytes_loaded": 0}
+        self.stats = {"saved": 0, "bytes_saved": 0, "pushed": 0, "loaded": 0, "bytes_loaded": 0}
         if is_producer and first_tp_rank():
             self.peer = RzmqConnector({**peer_config, "role": "sender", "zmq_port": port})
             try:
@@ -220,9 +229,15 @@ class RzmqECWorker:
             return
         self.stats["saved"] += 1
         self.stats["bytes_saved"] += size
+        pushed = None
+        if size <= self.push_bytes:
+            content = self.peer.store.content_of(self.peer._make_key(mm_hash, STAGE, STAGE))
+            if content is not None:
+                pushed = (content.meta, content.parts)
+                self.stats["pushed"] += 1
         self.announcer.announce(mm_hash, {"shape": list(t.shape), "dtype": str(t.dtype), "bytes": size,
                                           "source": [self.host, self.port], "v": EC_PROTOCOL_VERSION,
-                                          "compat": self.compat})
+                                          "compat": self.compat}, pushed)
 
     def load(self, meta: RzmqECMetadata, encoder_cache: dict[str, Any]) -> None:
         """Consumer: puts this step's embeddings, mapped from the host cache, into vLLM's cache."""

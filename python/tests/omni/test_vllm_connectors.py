@@ -8,6 +8,7 @@ tensors are real. The real runs (python/tests/vllm) exercise the same code insid
 from __future__ import annotations
 
 import gc
+import json
 import os
 import socket
 import threading
@@ -26,6 +27,7 @@ import rzmq.omni as ro  # noqa: E402
 from rzmq.vllm import register  # noqa: E402
 from rzmq.vllm.ec import RzmqECConnector  # noqa: E402
 from rzmq.vllm.kv import LoadReq, RzmqKVConnector, RzmqKVMetadata, SaveReq  # noqa: E402
+from rzmq.vllm.metadata import EC_PROTOCOL_VERSION  # noqa: E402
 
 
 def free_port(pairs: int = 1) -> int:
@@ -52,9 +54,12 @@ def free_port(pairs: int = 1) -> int:
 
 
 def ec_config(role: str, port: int, tmp_path, **extra):
+    """An EC instance's config. Producers push nothing here unless a test sets push_bytes: the
+    tests below exercise the fetch path (embeddings over push_bytes, late consumers, failures)."""
     cfg = NS(is_ec_producer=role in ("ec_producer", "ec_both"), is_ec_consumer=role in ("ec_consumer", "ec_both"),
              ec_ip="127.0.0.1", ec_port=port,
-             ec_connector_extra_config={"host_cache_dir": str(tmp_path / "hc"), "fetch_timeout": 3, **extra})
+             ec_connector_extra_config={"host_cache_dir": str(tmp_path / "hc"), "fetch_timeout": 3,
+                                        "push_bytes": 0, **extra})
     return NS(ec_transfer_config=cfg)
 
 
@@ -151,6 +156,67 @@ def test_ec_embedding_announced_fetched_once_and_loaded_without_copy(tmp_path):
     finally:
         for c in (work, sched, prod):
             c.shutdown()
+
+
+def test_ec_small_embedding_is_pushed_with_its_announcement_and_never_fetched(tmp_path):
+    """Issue 44, item 4: an embedding of at most push_bytes travels with its announcement into
+    every subscribed consumer host's cache, so the consumer asked next admits its request on
+    the first call, and nobody asks the producer. A larger one is announced and fetched."""
+    port = free_port()
+    prod = RzmqECConnector(ec_config("ec_producer", port, tmp_path, push_bytes=4096), ECConnectorRole.WORKER)
+    a = RzmqECConnector(ec_config("ec_consumer", port, tmp_path / "a"), ECConnectorRole.SCHEDULER)
+    b = RzmqECConnector(ec_config("ec_consumer", port, tmp_path / "b"), ECConnectorRole.SCHEDULER)
+    work = RzmqECConnector(ec_config("ec_consumer", port, tmp_path / "a"), ECConnectorRole.WORKER)
+    try:
+        assert wait_until(lambda: a._peer.fetcher.stats["sockets"] == 2 and b._peer.fetcher.stats["sockets"] == 2)
+        time.sleep(0.3)  # the subscriptions reach the producer's XPUB
+        small, big = torch.randn(16, 64), torch.randn(64, 64)  # 4096 B (pushed), 16 KiB (fetched)
+        prod.save_caches({"s": small}, "s")
+        prod.save_caches({"big": big}, "big")
+        assert prod.stats["pushed"] == 1 and prod.stats["saved"] == 2
+        for sched in (a, b):  # both hosts have it without asking
+            assert wait_until(lambda: sched._index.local("s"))
+            req = NS(request_id="r", mm_features=[feature("s")], ec_transfer_params=None)
+            assert sched.ensure_cache_available(req, 0)  # the first call: nothing to wait for
+            assert sched.stats["pushed_in"] == 1 and sched.stats["fetched"] == 0
+        assert prod.health()["transport"]["requests_served"] == 0
+        a.update_state_after_alloc(NS(request_id="r", mm_features=[feature("s")], ec_transfer_params=None), 0)
+        cache = {}
+        work.bind_connector_metadata(a.build_connector_meta(None))
+        work.start_load_caches(cache)
+        assert torch.equal(cache["s"], small)
+        req = NS(request_id="rb", mm_features=[feature("big")], ec_transfer_params=None)
+        assert wait_until(lambda: a.ensure_cache_available(req, 0))
+        assert a.stats["fetched"] == 1 and a.stats["pushed_in"] == 1
+        assert prod.health()["transport"]["requests_served"] == 1
+    finally:
+        for c in (work, b, a, prod):
+            c.shutdown()
+
+
+def test_ec_pushed_embedding_that_does_not_check_out_is_dropped_and_fetched(tmp_path):
+    """A pushed message whose sizes disagree with its meta, or of another protocol version, is
+    not written into the host cache; the embedding is fetched as an announced one."""
+    port = free_port()
+    sched = RzmqECConnector(ec_config("ec_consumer", port, tmp_path), ECConnectorRole.SCHEDULER)
+    prod = None
+    try:
+        idx = sched._index
+        good = {"v": EC_PROTOCOL_VERSION, "compat": idx.compat, "meta": {"size": 8}}
+        idx._on_announce([b"=", b"x1", json.dumps(good).encode(), b"1234"])  # 4 bytes, meta says 8
+        idx._on_announce([b"=", b"x2", json.dumps({**good, "v": 999}).encode(), b"12345678"])
+        idx._on_announce([b"=", b"x3", b"not json", b"12345678"])
+        assert sched.stats["pushes_refused"] == 3 and sched.stats["pushed_in"] == 0
+        assert not any(idx.local(h) for h in ("x1", "x2", "x3"))
+        prod = RzmqECConnector(ec_config("ec_producer", port, tmp_path / "p"), ECConnectorRole.WORKER)
+        prod.save_caches({"x1": torch.ones(2)}, "x1")
+        req = NS(request_id="r", mm_features=[feature("x1")], ec_transfer_params=None)
+        assert wait_until(lambda: sched.ensure_cache_available(req, 0))
+        assert sched.stats["fetched"] == 1
+    finally:
+        for c in (sched, prod):
+            if c is not None:
+                c.shutdown()
 
 
 def test_ec_consumer_opens_its_producer_connection_before_the_first_fetch_and_reuses_it(tmp_path):
