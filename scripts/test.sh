@@ -146,6 +146,15 @@ if want real; then
   # stock run's. Configuration c (RDMA on loopback, finishing) is d's path without the
   # namespaces; it runs by default in run.sh, not here.
   part python/tests/real/run.sh --configs a,b,d,kill
+  # Streaming: a tiny random Qwen3-Omni (MoE thinker and talker, code predictor, code2wav; made
+  # locally by make_tiny_qwen3_omni.py) served as vllm-omni's own qwen3_omni_moe.yaml does, with
+  # async_chunk: the thinker streams hidden states to the talker and the talker codec chunks to
+  # code2wav while they are made. Stock (a), rzmq over RDMA across two network namespaces with
+  # every chunk pushed to its consumer (d), the talker killed mid-stream (kill): every thinker
+  # token id and thinker -> talker chunk must equal stock's, every chunk must be pushed and taken
+  # byte for byte as put. The talker's codes and the audio are compared and reported, not
+  # required equal: stock itself does not repeat them run to run (compare.py says why).
+  part python/tests/real/run.sh --model qwen3 --configs a,d,kill
 fi
 
 if want vllm; then

@@ -96,7 +96,15 @@ def deploy_yaml_qwen3(args) -> dict:
                      **spec["extra"]}
     stages = []
     for sid in range(3):
-        st = {"stage_id": sid, **common, "max_num_seqs": args.max_num_seqs, "dtype": args.dtype,
+        # The talker takes `--talker-seqs` requests at a time (default 1). vllm-omni 0.30's
+        # Qwen3-Omni code predictor samples codebooks 1..15 of every frame from the process's
+        # global torch RNG (qwen3_omni_moe_talker.code_predictor_forward passes no per-request
+        # generator; top-k 50 and top-p 0.8 are fixed in CodePredictorWrapper, no setting reaches
+        # them), so when two requests share a talker step, which draws each one gets depends on
+        # which steps they shared: timing. One request at a time, in order, gives every request the
+        # same draws run to run. The thinker batches `--max-num-seqs`.
+        seqs = args.talker_seqs if sid == 1 else args.max_num_seqs
+        st = {"stage_id": sid, **common, "max_num_seqs": seqs, "dtype": args.dtype,
               "default_sampling_params": sampling[sid]}
         if sid == 0:
             st["mm_processor_cache_gb"] = 0
@@ -244,6 +252,8 @@ def main() -> int:
     ap.add_argument("--no-async-chunk", dest="async_chunk", action="store_false")
     ap.add_argument("--dtype", default="bfloat16", help="Qwen3-Omni stages' dtype")
     ap.add_argument("--code2wav-seqs", type=int, default=1)
+    ap.add_argument("--talker-seqs", type=int, default=1,
+                    help="Qwen3-Omni talker's max_num_seqs (above 1, stock outputs depend on timing)")
     ap.add_argument("--requests", type=int, default=4)
     ap.add_argument("--max-num-seqs", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=12)
