@@ -523,11 +523,10 @@ def _locked(path: str):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def make(out_dir: str, thinker_hidden: int = 64, thinker_layers: int = 2, seed: int = 0) -> str:
-    """Create (or reuse) the tiny model at out_dir; returns its absolute path."""
-    args = argparse.Namespace(thinker_hidden=thinker_hidden, thinker_layers=thinker_layers, seed=seed)
-    out_dir = os.path.abspath(out_dir)
-    want = _stamp_args(args)
+def make_once(out_dir: str, want: dict, write) -> str:
+    """Reuses the model at out_dir when its stamp says it was made with `want` and its files
+    check out; else makes it with `write(tmp)` in a temporary directory renamed into place,
+    under a lock beside it (two runs never write one model). Returns out_dir."""
     if _is_complete(out_dir, want):
         return out_dir
     parent = os.path.dirname(out_dir)
@@ -541,13 +540,20 @@ def make(out_dir: str, thinker_hidden: int = 64, thinker_layers: int = 2, seed: 
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
         try:
-            _write(tmp, args)
+            write(tmp)
             if os.path.exists(out_dir):
                 shutil.rmtree(out_dir)
             os.rename(tmp, out_dir)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return out_dir
+
+
+def make(out_dir: str, thinker_hidden: int = 64, thinker_layers: int = 2, seed: int = 0) -> str:
+    """Create (or reuse) the tiny model at out_dir; returns its absolute path."""
+    args = argparse.Namespace(thinker_hidden=thinker_hidden, thinker_layers=thinker_layers, seed=seed)
+    out_dir = os.path.abspath(out_dir)
+    return make_once(out_dir, _stamp_args(args), lambda tmp: _write(tmp, args))
 
 
 def main(argv=None) -> int:

@@ -45,7 +45,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_tiny_model as base  # noqa: E402
 
-VERSION = 1
+VERSION = 2  # 2: the talker's MoE experts initialised (they were left as allocated)
 STAMP = base.STAMP
 
 THINKER_VOCAB_SIZE = 152064
@@ -257,6 +257,15 @@ def build_weights(cfg, seed: int):
 
     torch.manual_seed(seed)
     model = Qwen3OmniMoeForConditionalGeneration(cfg)
+    # transformers leaves the talker's MoE expert weights as allocated (uninitialised memory:
+    # they differed between two builds); they are drawn here from a generator of their own, in
+    # name order, so the model is the same bytes every time it is made.
+    gen = torch.Generator().manual_seed(seed + 1)
+    std = float(getattr(cfg, "initializer_range", 0.02))
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            if name.startswith("talker.") and ".mlp.experts." in name:
+                p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32).mul_(std).to(p.dtype))
     tensors = {}
     for name, t in model.state_dict().items():
         for n, v in hub_layout(name, t.detach()):
@@ -309,28 +318,7 @@ def _write(tmp: str, args) -> None:
 def make(out_dir: str, thinker_hidden: int = 64, seed: int = 0) -> str:
     """Create (or reuse) the tiny Qwen3-Omni at out_dir; returns its absolute path."""
     args = argparse.Namespace(thinker_hidden=thinker_hidden, seed=seed)
-    out_dir = os.path.abspath(out_dir)
-    want = _stamp_args(args)
-    if base._is_complete(out_dir, want):
-        return out_dir
-    parent = os.path.dirname(out_dir)
-    os.makedirs(parent, exist_ok=True)
-    with base._locked(os.path.join(parent, f".{os.path.basename(out_dir)}.lock")):
-        if base._is_complete(out_dir, want):
-            return out_dir
-        if os.path.exists(out_dir) and os.listdir(out_dir) and not os.path.exists(os.path.join(out_dir, STAMP)):
-            raise SystemExit(f"{out_dir} exists, is not empty and was not made by this script; not touching it")
-        tmp = f"{out_dir}.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(tmp)
-        try:
-            _write(tmp, args)
-            if os.path.exists(out_dir):
-                shutil.rmtree(out_dir)
-            os.rename(tmp, out_dir)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out_dir
+    return base.make_once(os.path.abspath(out_dir), _stamp_args(args), lambda tmp: _write(tmp, args))
 
 
 def main(argv=None) -> int:
