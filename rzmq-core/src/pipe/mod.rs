@@ -61,8 +61,13 @@ struct Shared {
     reader_idle: AtomicBool,
     /// The writer hit its HWM and wants an activation.
     writer_waiting: AtomicBool,
-    /// Whole messages consumed by the reader.
+    /// Whole messages consumed: read by the reader, plus sent directly by the writer (see
+    /// `direct_sent`), as the writer learns them.
     msgs_read: AtomicU64,
+    /// Whole messages the writer sent directly on the connection (never queued): they count as
+    /// written and read at once, so the counts are those of a pipe every message passes, as
+    /// libzmq's (the low-water-mark batches, `ZMQ_EVENT_PIPES_STATS`).
+    direct_sent: AtomicU64,
     reader_closed: AtomicBool,
     writer_closed: AtomicBool,
     reader_target: Mutex<Option<Target>>,
@@ -141,6 +146,7 @@ pub(crate) fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
         reader_idle: AtomicBool::new(true),
         writer_waiting: AtomicBool::new(false),
         msgs_read: AtomicU64::new(0),
+        direct_sent: AtomicU64::new(0),
         reader_closed: AtomicBool::new(false),
         writer_closed: AtomicBool::new(false),
         reader_target: Mutex::new(None),
@@ -181,6 +187,7 @@ pub(crate) fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
             } else {
                 low_water_mark(hwm)
             },
+            lwm_cap: 0,
             in_multipart: false,
             queue_multipart: false,
             closed: false,

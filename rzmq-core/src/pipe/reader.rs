@@ -21,6 +21,8 @@ pub struct Reader {
     pub(super) read: u64,
     /// Messages left to read before the count is published to the writer.
     pub(super) until_publish: u64,
+    /// A bound on the low-water mark (0: none), see [`Reader::cap_lwm`].
+    pub(super) lwm_cap: u64,
     /// Bytes read since the count was last published.
     pub(super) unpublished_bytes: usize,
     pub(super) in_multipart: bool,
@@ -58,9 +60,12 @@ impl Reader {
         self.until_publish = if hwm == 0 {
             u64::MAX
         } else {
-            low_water_mark(hwm)
+            let lwm = self.lwm(hwm);
+            lwm - self.consumed() % lwm
         };
-        self.shared.msgs_read.store(self.read, Ordering::SeqCst);
+        self.shared
+            .msgs_read
+            .store(self.consumed(), Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if self.shared.writer_waiting.load(Ordering::Relaxed)
             && self.shared.writer_waiting.swap(false, Ordering::SeqCst)
@@ -131,6 +136,40 @@ impl Reader {
         }
     }
 
+    /// Bounds the low-water mark by the one of `other_hwm` (the high-water mark of the other
+    /// direction; <= 0: no bound). libzmq's reader of a connection's pipe batches by the mark
+    /// of its socket's other option (a socket's sends are told at multiples of its RCVHWM's
+    /// mark); the smaller of the two keeps a writer stopped at a small mark from waiting on
+    /// a large batch.
+    pub(crate) fn cap_lwm(&mut self, other_hwm: i32) {
+        self.lwm_cap = if other_hwm > 0 {
+            low_water_mark(other_hwm as u64)
+        } else {
+            0
+        };
+        let hwm = self.shared.hwm.load(Ordering::Relaxed);
+        if hwm != 0 {
+            self.until_publish = self.until_publish.min(self.lwm(hwm));
+        }
+    }
+
+    /// The low-water mark for a high-water mark `hwm` (> 0).
+    #[inline]
+    fn lwm(&self, hwm: u64) -> u64 {
+        let lwm = low_water_mark(hwm);
+        if self.lwm_cap != 0 {
+            lwm.min(self.lwm_cap)
+        } else {
+            lwm
+        }
+    }
+
+    /// Frames queued for this reader now (from the queue and direct receives; the framed lane
+    /// is not counted: it carries messages towards a connection, never to a socket).
+    pub fn queued_frames(&self) -> u64 {
+        (self.q.available() + self.inbox.len()) as u64
+    }
+
     /// Reads one frame. On `None` the reader is registered for an activation.
     #[inline]
     pub fn read(&mut self) -> Option<Msg> {
@@ -153,10 +192,10 @@ impl Reader {
         let m = match self.pop_frame() {
             Some(m) => m,
             None => {
-                if self.shared.msgs_read.load(Ordering::Relaxed) != self.read {
-                    // Drained: tell the writer everything read so far (a writer that waits on
-                    // a mark the batching has not reached yet is woken).
-                    self.publish_reads();
+                if self.shared.msgs_read.load(Ordering::Relaxed) != self.consumed() {
+                    // Drained: tell the writer what was read (a writer that waits on a mark
+                    // the batching has not reached yet is woken).
+                    self.publish_at_mark();
                 }
                 self.shared.reader_idle.store(true, Ordering::SeqCst);
                 fence(Ordering::SeqCst);
@@ -191,24 +230,58 @@ impl Reader {
         }
     }
 
+    /// Messages consumed: read here, and sent directly by the writer (see
+    /// `Shared::direct_sent`).
+    #[inline]
+    pub(super) fn consumed(&self) -> u64 {
+        self.read + self.shared.direct_sent.load(Ordering::Acquire)
+    }
+
     /// Tells the writer now of everything read so far (waking it if it waits on the
     /// high-water mark), as an idle reader does: for an owner about to wait a little.
     pub fn publish_now(&mut self) {
-        if self.shared.msgs_read.load(Ordering::Relaxed) != self.read {
+        if self.shared.msgs_read.load(Ordering::Relaxed) != self.consumed() {
             self.publish_reads();
         }
     }
 
     #[cold]
     pub(super) fn publish_reads(&mut self) {
+        self.publish_count(self.consumed());
+    }
+
+    /// Tells the writer of what was read at the last multiple of the low-water mark, as
+    /// libzmq's reader does (`msgs_read % lwm`): a drained reader, a batch of the framed lane
+    /// that crossed a multiple. So the writer's view (what it may still write before its
+    /// high-water mark, `ZMQ_EVENT_PIPES_STATS`) is libzmq's. A writer stopped at its mark is
+    /// still woken by a drained reader: with everything read, it sees less than a mark
+    /// (<= the high-water mark) queued. (The 4 MiB rule and `publish_now` tell the exact count.)
+    #[cold]
+    pub(super) fn publish_at_mark(&mut self) {
+        let hwm = self.shared.hwm.load(Ordering::Relaxed);
+        let all = self.consumed();
+        let n = if hwm == 0 {
+            all
+        } else {
+            all - all % self.lwm(hwm)
+        };
+        if n > self.shared.msgs_read.load(Ordering::Relaxed) {
+            self.publish_count(n);
+        }
+    }
+
+    /// Publishes `n` consumed messages; the next batch ends at the next multiple of the mark.
+    #[cold]
+    fn publish_count(&mut self, n: u64) {
         self.unpublished_bytes = 0;
         let hwm = self.shared.hwm.load(Ordering::Relaxed);
         self.until_publish = if hwm == 0 {
             u64::MAX
         } else {
-            low_water_mark(hwm)
+            let lwm = self.lwm(hwm);
+            lwm - self.consumed() % lwm
         };
-        self.shared.msgs_read.store(self.read, Ordering::Release);
+        self.shared.msgs_read.store(n, Ordering::Release);
         fence(Ordering::SeqCst);
         if self.shared.writer_waiting.load(Ordering::Relaxed)
             && self.shared.writer_waiting.swap(false, Ordering::SeqCst)

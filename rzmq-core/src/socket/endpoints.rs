@@ -216,8 +216,11 @@ impl Socket {
             self.options.rcvhwm.max(0) as u64,
         );
         let conflate = self.options.effective_conflate();
-        let (to_peer_w, to_peer_r) = pipe::pipe_with(out_hwm, conflate);
-        let (from_peer_w, from_peer_r) = pipe::pipe_with(in_hwm, conflate);
+        let (to_peer_w, mut to_peer_r) = pipe::pipe_with(out_hwm, conflate);
+        let (from_peer_w, mut from_peer_r) = pipe::pipe_with(in_hwm, conflate);
+        // libzmq's batching of a connection's pipes (see Reader::cap_lwm).
+        to_peer_r.cap_lwm(self.options.rcvhwm);
+        from_peer_r.cap_lwm(self.options.sndhwm);
         let entry = PipeEntry::new(from_peer_r, to_peer_w);
         (
             entry,
@@ -248,6 +251,11 @@ impl Socket {
             sndhwm: self.options.sndhwm,
             rcvhwm: self.options.rcvhwm,
             routing_id: self.options.routing_id.clone(),
+            hello: (self.ty.sends_hello_msg() && !self.options.hello_msg.is_empty())
+                .then(|| self.options.hello_msg.clone()),
+            disconnect: (self.ty.receives_disconnect_msg()
+                && !self.options.disconnect_msg.is_empty())
+            .then(|| self.options.disconnect_msg.clone()),
         }
     }
 
@@ -307,6 +315,9 @@ impl Socket {
             })
             .collect();
         for id in ids {
+            if let Some(e) = self.pipes.get_mut(id) {
+                e.send_disconnect_msg();
+            }
             self.terminate_pipe(id);
         }
     }
