@@ -119,15 +119,10 @@ impl Shared {
 /// mark.
 const PUBLISH_BYTES: usize = 4 * 1024 * 1024;
 
-/// libzmq's low-water mark for a high-water mark: how many reads are batched before the writer
-/// is told (and woken if it waits).
+/// libzmq 4.3's low-water mark for a high-water mark, (hwm+1)/2 at every size: how many reads
+/// are batched before the writer is told (and woken if it waits).
 fn low_water_mark(hwm: u64) -> u64 {
-    const MAX_WM_DELTA: u64 = 1024;
-    if hwm > MAX_WM_DELTA * 2 {
-        hwm - MAX_WM_DELTA
-    } else {
-        hwm.div_ceil(2).max(1)
-    }
+    hwm.div_ceil(2).max(1)
 }
 
 /// Creates a pipe with a high-water mark of `hwm` whole messages (0 means unbounded).
@@ -187,7 +182,6 @@ pub(crate) fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
             } else {
                 low_water_mark(hwm)
             },
-            lwm_cap: 0,
             in_multipart: false,
             queue_multipart: false,
             closed: false,

@@ -21,8 +21,6 @@ pub struct Reader {
     pub(super) read: u64,
     /// Messages left to read before the count is published to the writer.
     pub(super) until_publish: u64,
-    /// A bound on the low-water mark (0: none), see [`Reader::cap_lwm`].
-    pub(super) lwm_cap: u64,
     /// Bytes read since the count was last published.
     pub(super) unpublished_bytes: usize,
     pub(super) in_multipart: bool,
@@ -60,7 +58,7 @@ impl Reader {
         self.until_publish = if hwm == 0 {
             u64::MAX
         } else {
-            let lwm = self.lwm(hwm);
+            let lwm = low_water_mark(hwm);
             lwm - self.consumed() % lwm
         };
         self.shared
@@ -136,34 +134,6 @@ impl Reader {
         }
     }
 
-    /// Bounds the low-water mark by the one of `other_hwm` (the high-water mark of the other
-    /// direction; <= 0: no bound). libzmq's reader of a connection's pipe batches by the mark
-    /// of its socket's other option (a socket's sends are told at multiples of its RCVHWM's
-    /// mark); the smaller of the two keeps a writer stopped at a small mark from waiting on
-    /// a large batch.
-    pub(crate) fn cap_lwm(&mut self, other_hwm: i32) {
-        self.lwm_cap = if other_hwm > 0 {
-            low_water_mark(other_hwm as u64)
-        } else {
-            0
-        };
-        let hwm = self.shared.hwm.load(Ordering::Relaxed);
-        if hwm != 0 {
-            self.until_publish = self.until_publish.min(self.lwm(hwm));
-        }
-    }
-
-    /// The low-water mark for a high-water mark `hwm` (> 0).
-    #[inline]
-    fn lwm(&self, hwm: u64) -> u64 {
-        let lwm = low_water_mark(hwm);
-        if self.lwm_cap != 0 {
-            lwm.min(self.lwm_cap)
-        } else {
-            lwm
-        }
-    }
-
     /// Frames queued for this reader now (from the queue and direct receives; the framed lane
     /// is not counted: it carries messages towards a connection, never to a socket).
     pub fn queued_frames(&self) -> u64 {
@@ -217,7 +187,7 @@ impl Reader {
         if !self.in_multipart {
             self.read += 1;
             // As libzmq, the writer learns of consumed messages in batches of the low-water
-            // mark (hwm+1)/2 (hwm-1024 for large marks), not one by one: fewer cross-core
+            // mark (hwm+1)/2, not one by one: fewer cross-core
             // stores, and the same send counts as libzmq under backpressure. Unbounded pipes
             // never need it. Large messages are published every PUBLISH_BYTES as well, so a
             // writer blocked on the mark resumes while the storage of what was sent is still in
@@ -263,7 +233,7 @@ impl Reader {
         let n = if hwm == 0 {
             all
         } else {
-            all - all % self.lwm(hwm)
+            all - all % low_water_mark(hwm)
         };
         if n > self.shared.msgs_read.load(Ordering::Relaxed) {
             self.publish_count(n);
@@ -278,7 +248,7 @@ impl Reader {
         self.until_publish = if hwm == 0 {
             u64::MAX
         } else {
-            let lwm = self.lwm(hwm);
+            let lwm = low_water_mark(hwm);
             lwm - self.consumed() % lwm
         };
         self.shared.msgs_read.store(n, Ordering::Release);

@@ -232,12 +232,8 @@ impl Session {
                 // Accepted connection, or IMMEDIATE connect: the pipe starts now.
                 let o = &self.setup.options;
                 let conflate = o.effective_conflate();
-                let (to_peer_w, mut to_peer_r) = pipe::pipe_with(o.sndhwm.max(0) as u64, conflate);
-                let (from_peer_w, mut from_peer_r) =
-                    pipe::pipe_with(o.rcvhwm.max(0) as u64, conflate);
-                // libzmq's batching of a connection's pipes (see Reader::cap_lwm).
-                to_peer_r.cap_lwm(o.rcvhwm);
-                from_peer_r.cap_lwm(o.sndhwm);
+                let (to_peer_w, to_peer_r) = pipe::pipe_with(o.sndhwm.max(0) as u64, conflate);
+                let (from_peer_w, from_peer_r) = pipe::pipe_with(o.rcvhwm.max(0) as u64, conflate);
                 from_peer_w.set_peer(md.clone());
                 let t = self.target(r, token);
                 from_peer_w.set_target(t.clone());

@@ -216,11 +216,8 @@ impl Socket {
             self.options.rcvhwm.max(0) as u64,
         );
         let conflate = self.options.effective_conflate();
-        let (to_peer_w, mut to_peer_r) = pipe::pipe_with(out_hwm, conflate);
-        let (from_peer_w, mut from_peer_r) = pipe::pipe_with(in_hwm, conflate);
-        // libzmq's batching of a connection's pipes (see Reader::cap_lwm).
-        to_peer_r.cap_lwm(self.options.rcvhwm);
-        from_peer_r.cap_lwm(self.options.sndhwm);
+        let (to_peer_w, to_peer_r) = pipe::pipe_with(out_hwm, conflate);
+        let (from_peer_w, from_peer_r) = pipe::pipe_with(in_hwm, conflate);
         let entry = PipeEntry::new(from_peer_r, to_peer_w);
         (
             entry,
