@@ -3,8 +3,8 @@
 //! messages, `zmq_join`/`zmq_leave`, `zmq_connect_peer`, `zmq_socket_get_peer_state`,
 //! `zmq_socket_monitor_versioned`/`zmq_socket_monitor_pipes_stats` and `zmq_ppoll`.
 //!
-//! What rzmq does not implement answers as libzmq does for an unsupported request: -1 with
-//! `ENOTSUP` (each function's doc says which cases).
+//! Requests libzmq itself refuses are refused the same way (`ENOTSUP`, `EINVAL`; each
+//! function's doc says which cases).
 
 use std::ffi::{c_char, c_int, c_long, c_void, CStr};
 
@@ -16,9 +16,8 @@ use crate::msg::{msg_mut, msg_ref, msg_write, zmq_msg_t};
 use crate::poll::{poll_items, zmq_pollitem_t};
 use crate::socket::{c_str, sock_mut};
 
-/// `ZMQ_PAIR`, the one monitor socket type rzmq publishes events on.
+/// `ZMQ_PAIR`, `ZMQ_PUB` and `ZMQ_PUSH`: the monitor socket types libzmq accepts.
 const ZMQ_PAIR: c_int = 0;
-/// `ZMQ_PUB` and `ZMQ_PUSH`: monitor socket types libzmq also accepts.
 const ZMQ_PUB: c_int = 1;
 const ZMQ_PUSH: c_int = 8;
 
@@ -223,29 +222,37 @@ pub unsafe extern "C" fn zmq_connect_peer(s: *mut c_void, addr: *const c_char) -
     })
 }
 
-/// The state of the peer with this routing id: libzmq answers it for ROUTER sockets only
-/// (`ZMQ_POLLOUT` when it can take a message); rzmq answers `ENOTSUP` for every socket type,
-/// as libzmq does for the types other than ROUTER.
+/// The state of the peer with this routing id: ROUTER sockets answer `ZMQ_POLLOUT` when the
+/// peer takes a message now (0 when its pipe is full, `EHOSTUNREACH` for an unknown id); other
+/// types `ENOTSUP`, as libzmq.
 ///
 /// # Safety
 /// `s` as [`zmq_join`]; `routing_id` is readable for `routing_id_size` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn zmq_socket_get_peer_state(
     s: *mut c_void,
-    _routing_id: *const c_void,
-    _routing_id_size: usize,
+    routing_id: *const c_void,
+    routing_id_size: usize,
 ) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let _sock = unsafe { sock_mut(s) }?;
-        Err(Error::NotSup)
+        let mut sock = unsafe { sock_mut(s) }?;
+        let rid: &[u8] = if routing_id_size == 0 {
+            &[]
+        } else if routing_id.is_null() {
+            return Err(Error::Fault);
+        } else {
+            // SAFETY: readable for routing_id_size bytes (caller's contract).
+            unsafe { std::slice::from_raw_parts(routing_id.cast::<u8>(), routing_id_size) }
+        };
+        Ok(c_int::from(sock.peer_state(rid)?))
     })
 }
 
-/// `zmq_socket_monitor` with an event format version and a monitor socket type. Version 1 on a
-/// PAIR socket is `zmq_socket_monitor`; version 2 (64-bit events, local and remote endpoints)
-/// and PUB/PUSH monitor sockets are `ENOTSUP` in rzmq; other types (libzmq: PAIR, PUB, PUSH)
-/// and versions are `EINVAL`; a NULL `addr` stops monitoring.
+/// `zmq_socket_monitor` with an event format version and a monitor socket type: version 1 is
+/// `zmq_socket_monitor`'s format, version 2 has 64-bit events, a count of 64-bit values and the
+/// local and remote endpoints; the monitor socket is a PAIR, PUB or PUSH (other types
+/// `EINVAL`); a NULL `addr` stops monitoring.
 ///
 /// # Safety
 /// `s` as [`zmq_join`]; `addr` is NULL or a NUL-terminated string.
@@ -260,32 +267,27 @@ pub unsafe extern "C" fn zmq_socket_monitor_versioned(
     call(|| {
         // SAFETY: caller's contract.
         let mut sock = unsafe { sock_mut(s) }?;
-        if event_version == 1 && events >> 16 != 0 {
-            return Err(Error::Inval);
-        }
-        if addr.is_null() {
-            sock.monitor(None, 0)?;
-            return Ok(0);
-        }
-        match type_ {
-            ZMQ_PAIR => {}
-            ZMQ_PUB | ZMQ_PUSH => return Err(Error::NotSup),
-            _ => return Err(Error::Inval),
-        }
-        match event_version {
-            1 => {}
-            2 => return Err(Error::NotSup),
-            _ => return Err(Error::Inval),
-        }
-        // SAFETY: caller's contract.
-        let addr = Some(unsafe { c_str(addr) }?);
-        sock.monitor(addr, events as u16)?;
+        let version = u8::try_from(event_version).map_err(|_| Error::Inval)?;
+        let addr = if addr.is_null() {
+            None
+        } else {
+            // SAFETY: caller's contract.
+            Some(unsafe { c_str(addr) }?)
+        };
+        let ty = match type_ {
+            ZMQ_PAIR => SocketType::Pair,
+            ZMQ_PUB => SocketType::Pub,
+            ZMQ_PUSH => SocketType::Push,
+            // Refused after the endpoint's checks, as libzmq.
+            _ => SocketType::Dealer,
+        };
+        sock.monitor_versioned(addr, events, version, ty)?;
         Ok(0)
     })
 }
 
-/// Asks for a `ZMQ_EVENT_PIPES_STATS` event per pipe: libzmq needs a version 2 monitor for it,
-/// which rzmq does not have, so this is `EINVAL` (libzmq's answer without such a monitor).
+/// Publishes a `ZMQ_EVENT_PIPES_STATS` event per pipe on the socket's version 2 monitor
+/// (`EINVAL` without one asking for them, `EAGAIN` when the socket has no pipes).
 ///
 /// # Safety
 /// `s` as [`zmq_join`].
@@ -293,8 +295,9 @@ pub unsafe extern "C" fn zmq_socket_monitor_versioned(
 pub unsafe extern "C" fn zmq_socket_monitor_pipes_stats(s: *mut c_void) -> c_int {
     call(|| {
         // SAFETY: caller's contract.
-        let _sock = unsafe { sock_mut(s) }?;
-        Err(Error::Inval)
+        let mut sock = unsafe { sock_mut(s) }?;
+        sock.monitor_pipes_stats()?;
+        Ok(0)
     })
 }
 

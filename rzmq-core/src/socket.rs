@@ -490,7 +490,24 @@ impl Socket {
     /// Publishes this socket's events on a new inproc PAIR bound at `addr` (`zmq_socket_monitor`);
     /// `None` stops monitoring.
     pub fn monitor(&mut self, addr: Option<&str>, events: u16) -> Result<()> {
+        self.monitor_versioned(addr, u64::from(events), 1, SocketType::Pair)
+    }
+
+    /// `zmq_socket_monitor_versioned`: the events in `events` in wire form `version` (1, or 2:
+    /// 64-bit events, several values, local and remote endpoints; see [`crate::monitor`]) on a
+    /// new inproc socket of type `ty` (PAIR, PUB or PUSH) bound at `addr`; `None` stops
+    /// monitoring. Version 1 takes only the first 16 event bits (`EINVAL`), as libzmq.
+    pub fn monitor_versioned(
+        &mut self,
+        addr: Option<&str>,
+        events: u64,
+        version: u8,
+        ty: SocketType,
+    ) -> Result<()> {
         self.check_alive()?;
+        if !(1..=2).contains(&version) || (version == 1 && events >> 16 != 0) {
+            return Err(Error::Inval);
+        }
         let Some(addr) = addr else {
             self.monitor.stop();
             return Ok(());
@@ -498,11 +515,67 @@ impl Socket {
         if !addr.starts_with("inproc://") {
             return Err(Error::ProtoNoSupport);
         }
-        let mut pair = Socket::open(&self.ctx, SocketType::Pair)?;
-        pair.set_option_i32(crate::options::LINGER, 0)?;
-        pair.bind(addr)?;
-        self.monitor.start(events, Box::new(MonitorSocket(pair)));
+        self.monitor.stop();
+        if !matches!(ty, SocketType::Pair | SocketType::Pub | SocketType::Push) {
+            return Err(Error::Inval);
+        }
+        let mut sink = Socket::open(&self.ctx, ty)?;
+        sink.set_option_i32(crate::options::LINGER, 0)?;
+        sink.bind(addr)?;
+        self.monitor
+            .start_versioned(events, version, Box::new(MonitorSocket(sink)));
         Ok(())
+    }
+
+    /// `zmq_socket_monitor_pipes_stats`: one `EVENT_PIPES_STATS` event per pipe (values: the
+    /// messages queued towards the peer as its writer knows them, which learns of reads at
+    /// multiples of the low-water mark as libzmq's, and the frames queued from it), in the
+    /// order the pipes came. `EINVAL` unless a version 2 monitor asks for those events,
+    /// `EAGAIN` without pipes.
+    pub fn monitor_pipes_stats(&mut self) -> Result<()> {
+        self.check_alive()?;
+        if !self.monitor.wants_v2(monitor::EVENT_PIPES_STATS) {
+            return Err(Error::Inval);
+        }
+        self.process_commands()?;
+        let mut ids = self.pipes.ids();
+        if ids.is_empty() {
+            return Err(Error::Again);
+        }
+        ids.sort_unstable_by_key(|id| id.0);
+        for id in ids {
+            let Some(e) = self.pipes.get(id) else {
+                continue;
+            };
+            let endpoint = e.endpoint.as_deref().unwrap_or("");
+            // An accepted connection's pipe knows its peer; a connect's remote side is the
+            // address it connects to.
+            let (local, remote) = match e.peer_uri.as_deref() {
+                Some(peer) => (endpoint, peer),
+                None => ("", endpoint),
+            };
+            let values = [e.writer.queued(), e.reader.queued_frames()];
+            self.monitor.event_v2(
+                monitor::EVENT_PIPES_STATS,
+                &values,
+                monitor::EventAddrs {
+                    local,
+                    remote,
+                    v1: endpoint,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// `zmq_socket_get_peer_state`: ROUTER's `POLLOUT` when the peer with routing id `rid`
+    /// takes a message now (`EHOSTUNREACH` for an unknown peer); `ENOTSUP` for other types.
+    pub fn peer_state(&mut self, rid: &[u8]) -> Result<i16> {
+        self.check_alive()?;
+        self.process_if_pending()?;
+        let r = self.pattern.peer_state(rid, &mut self.pipes);
+        self.drain_kills();
+        r
     }
 
     // ----- closing ----------------------------------------------------------------------------
@@ -536,7 +609,8 @@ impl Socket {
             }
         }
         for id in self.pipes.ids() {
-            if let Some(e) = self.pipes.remove(id) {
+            if let Some(mut e) = self.pipes.remove(id) {
+                e.send_disconnect_msg();
                 let PipeEntry { reader, writer, .. } = e;
                 drop(reader);
                 if linger == 0 {

@@ -240,6 +240,13 @@ impl<T> Consumer<T> {
         unsafe { (*self.inner.cons.get()).count }
     }
 
+    /// Items published and not yet popped.
+    pub fn available(&self) -> usize {
+        // SAFETY: only the single Consumer touches the consumer side; this is a read.
+        let c = unsafe { &*self.inner.cons.get() };
+        self.inner.produced.load(Ordering::Acquire) - c.count
+    }
+
     /// True when no item is available now.
     #[inline]
     pub fn is_empty(&self) -> bool {

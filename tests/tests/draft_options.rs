@@ -1,6 +1,10 @@
 //! libzmq 4.3.5's DRAFT socket options through the native API, each checked as libzmq's own test
 //! checks it: `ZMQ_TOPICS_COUNT` (test_pubsub_topics_count), `ZMQ_XSUB_VERBOSE_UNSUBSCRIBE`
-//! (test_xsub_verbose), `ZMQ_PRIORITY` (test_setsockopt) and `ZMQ_BUSY_POLL` (test_busy_poll).
+//! (test_xsub_verbose), `ZMQ_PRIORITY` (test_setsockopt), `ZMQ_BUSY_POLL` (test_busy_poll),
+//! `ZMQ_ROUTER_NOTIFY`, `ZMQ_HICCUP_MSG`, `ZMQ_HELLO_MSG` (test_hello_msg; and ahead of a
+//! reconnected pipe's queue), `ZMQ_DISCONNECT_MSG` (test_disconnect_msg); and the DRAFT calls
+//! beside them: version 2 monitor events with pipes stats (test_monitor) and
+//! `zmq_socket_get_peer_state` (test_router_mandatory).
 
 use rzmq_core::options as opt;
 use rzmq_core::options::OptValue;
@@ -282,4 +286,292 @@ fn hiccup_msg_arrives_when_a_made_connection_breaks() {
         server.close();
         assert_eq!(client.recv_bytes(0).unwrap(), b"HICCUP", "{ty:?}");
     }
+}
+
+/// Binds `s` on a fresh endpoint of `transport`; the address to connect to.
+fn bind_on(s: &mut Socket, transport: &str, tag: &str) -> String {
+    let ep = match transport {
+        "inproc" => inproc_endpoint(tag),
+        "tcp" => "tcp://127.0.0.1:*".to_string(),
+        "ipc" => rzmq_tests::ipc_endpoint(tag),
+        t => panic!("unknown transport {t}"),
+    };
+    s.bind(&ep).unwrap();
+    s.last_endpoint().to_string()
+}
+
+#[test]
+fn hello_msg_is_the_first_message_of_each_connection() {
+    for tr in ["inproc", "tcp", "ipc"] {
+        // libzmq's test_hello_msg: a ROUTER's hello reaches the DEALER that connects.
+        let ctx = Context::new();
+        let mut router = sock(&ctx, SocketType::Router);
+        router.set_option_raw(opt::HELLO_MSG, b"H").unwrap();
+        assert_eq!(router.get_option(opt::HELLO_MSG), Err(Error::Inval));
+        let ep = bind_on(&mut router, tr, "hello");
+        let mut dealer = sock(&ctx, SocketType::Dealer);
+        dealer.connect(&ep).unwrap();
+        assert_eq!(dealer.recv_bytes(0).unwrap(), b"H", "{tr}");
+        // Both sides send theirs: the DEALER's hello reaches the ROUTER from that peer.
+        let mut d2 = sock(&ctx, SocketType::Dealer);
+        d2.set_option_raw(opt::HELLO_MSG, b"D2").unwrap();
+        d2.connect(&ep).unwrap();
+        assert_eq!(d2.recv_bytes(0).unwrap(), b"H", "{tr}");
+        let m = router.recv_multipart(0).unwrap();
+        assert_eq!(m[1].data(), b"D2", "{tr}");
+    }
+    // A connect before the bind (inproc): each side's hello still comes first.
+    let ctx = Context::new();
+    let ep = inproc_endpoint("late-hello");
+    let mut client = sock(&ctx, SocketType::Client);
+    client.set_option_raw(opt::HELLO_MSG, b"H").unwrap();
+    client.connect(&ep).unwrap();
+    let mut server = sock(&ctx, SocketType::Server);
+    server.set_option_raw(opt::HELLO_MSG, b"W").unwrap();
+    server.bind(&ep).unwrap();
+    assert_eq!(client.recv_bytes(0).unwrap(), b"W");
+    assert_eq!(server.recv_bytes(0).unwrap(), b"H");
+    // Types that do not send one (libzmq's can_send_hello_msg) take the option and ignore it.
+    let mut publisher = sock(&ctx, SocketType::Pub);
+    publisher.set_option_raw(opt::HELLO_MSG, b"P").unwrap();
+    let ep = inproc_endpoint("no-hello");
+    publisher.bind(&ep).unwrap();
+    let mut sub = sock(&ctx, SocketType::Sub);
+    sub.subscribe(b"").unwrap();
+    sub.connect(&ep).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(sub.recv_msg(DONTWAIT).unwrap_err(), Error::Again);
+}
+
+/// After a reconnect the hello goes out ahead of what queued while the peer was away: short
+/// frames (the framed lane), a large one, and a message sent after the reconnect (a direct
+/// send, the connection's output having been granted by the reply before the break).
+#[test]
+fn hello_msg_goes_ahead_of_what_a_reconnected_pipe_holds() {
+    let ctx = Context::new();
+    let mut router = sock(&ctx, SocketType::Router);
+    router.bind("tcp://127.0.0.1:*").unwrap();
+    let ep = router.last_endpoint().to_string();
+    let mut dealer = sock(&ctx, SocketType::Dealer);
+    dealer.set_option_raw(opt::HELLO_MSG, b"hello").unwrap();
+    dealer.set_option_i32(opt::RECONNECT_IVL, 20).unwrap();
+    dealer.connect(&ep).unwrap();
+    let first = router.recv_multipart(0).unwrap();
+    assert_eq!(first[1].data(), b"hello");
+    let id = first[0].data().to_vec();
+    // A request and its reply: the DEALER's output is now granted for direct sends, and its
+    // pipe is on the framed lane.
+    for i in 0..3u8 {
+        dealer.send(vec![b'q', i], 0).unwrap();
+        let m = router.recv_multipart(0).unwrap();
+        assert_eq!(m[1].data(), [b'q', i]);
+        router
+            .send_multipart([id.clone(), vec![b'r', i]], 0)
+            .unwrap();
+        assert_eq!(dealer.recv_bytes(0).unwrap(), [b'r', i]);
+    }
+    router.close();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let big = vec![7u8; 100_000];
+    dealer.send(&b"queued 1"[..], 0).unwrap();
+    dealer.send(big.clone(), 0).unwrap();
+    dealer.send(&b"queued 2"[..], 0).unwrap();
+    let mut router = sock(&ctx, SocketType::Router);
+    router.bind(&ep).unwrap();
+    let want: [&[u8]; 4] = [b"hello", b"queued 1", &big, b"queued 2"];
+    for w in want {
+        let m = router.recv_multipart(0).unwrap();
+        assert_eq!(m[1].data(), w);
+    }
+    let id = router
+        .recv_multipart(DONTWAIT)
+        .map(|m| m[0].data().to_vec());
+    assert_eq!(id.unwrap_err(), Error::Again);
+}
+
+#[test]
+fn disconnect_msg_arrives_from_the_peer_that_went() {
+    for tr in ["inproc", "tcp", "ipc"] {
+        // libzmq's test_disconnect_msg: the SERVER receives it when the CLIENT closes.
+        let ctx = Context::new();
+        let mut server = sock(&ctx, SocketType::Server);
+        server.set_option_raw(opt::DISCONNECT_MSG, b"D").unwrap();
+        assert_eq!(server.get_option(opt::DISCONNECT_MSG), Err(Error::Inval));
+        let ep = bind_on(&mut server, tr, "disconnect");
+        let mut client = sock(&ctx, SocketType::Client);
+        client.set_option_raw(opt::HELLO_MSG, b"H").unwrap();
+        client.connect(&ep).unwrap();
+        let hello = server.recv_msg(0).unwrap();
+        assert_eq!(hello.data(), b"H", "{tr}");
+        client.close();
+        let bye = server.recv_msg(0).unwrap();
+        assert_eq!(bye.data(), b"D", "{tr}");
+        assert_eq!(bye.routing_id(), hello.routing_id(), "{tr}");
+    }
+    // inproc: zmq_disconnect sends it too; so does a connect made before the bind.
+    let ctx = Context::new();
+    let ep = inproc_endpoint("disconnect-late");
+    let mut client = sock(&ctx, SocketType::Client);
+    client.set_option_raw(opt::HELLO_MSG, b"H").unwrap();
+    client.connect(&ep).unwrap();
+    let mut server = sock(&ctx, SocketType::Server);
+    server.set_option_raw(opt::DISCONNECT_MSG, b"D").unwrap();
+    server.bind(&ep).unwrap();
+    assert_eq!(server.recv_bytes(0).unwrap(), b"H");
+    client.disconnect(&ep).unwrap();
+    assert_eq!(server.recv_bytes(0).unwrap(), b"D");
+    // A ROUTER gets it with the peer's routing id.
+    let mut router = sock(&ctx, SocketType::Router);
+    router.set_option_raw(opt::DISCONNECT_MSG, b"gone").unwrap();
+    router.bind("tcp://127.0.0.1:*").unwrap();
+    let mut dealer = sock(&ctx, SocketType::Dealer);
+    dealer.set_option_raw(opt::ROUTING_ID, b"me").unwrap();
+    dealer.connect(router.last_endpoint()).unwrap();
+    dealer.send(&b"hi"[..], 0).unwrap();
+    assert_eq!(router.recv_multipart(0).unwrap()[1].data(), b"hi");
+    dealer.close();
+    let m = router.recv_multipart(0).unwrap();
+    assert_eq!((m[0].data(), m[1].data()), (&b"me"[..], &b"gone"[..]));
+}
+
+/// All frames of one monitor message.
+fn monitor_frames(m: &mut Socket) -> Vec<rzmq_core::Msg> {
+    m.recv_multipart(0).unwrap()
+}
+
+#[test]
+fn version_2_monitor_events_carry_values_and_both_endpoints() {
+    use rzmq_core::monitor::{parse_event_v2, EVENT_ALL_V2, EVENT_CONNECTED};
+    let ctx = Context::new();
+    let mut server = sock(&ctx, SocketType::Dealer);
+    server.bind("tcp://127.0.0.1:*").unwrap();
+    let ep = server.last_endpoint().to_string();
+    let mut client = sock(&ctx, SocketType::Dealer);
+    // Version 1 takes 16 event bits; PAIR, PUB and PUSH monitor sockets only; inproc only.
+    let mon = inproc_endpoint("mon-v2");
+    assert_eq!(
+        client.monitor_versioned(Some(&mon), EVENT_ALL_V2, 1, SocketType::Pair),
+        Err(Error::Inval)
+    );
+    assert_eq!(
+        client.monitor_versioned(Some(&mon), EVENT_ALL_V2, 2, SocketType::Client),
+        Err(Error::Inval)
+    );
+    assert_eq!(
+        client.monitor_versioned(Some("tcp://127.0.0.1:*"), EVENT_ALL_V2, 2, SocketType::Pair),
+        Err(Error::ProtoNoSupport)
+    );
+    client
+        .monitor_versioned(Some(&mon), EVENT_ALL_V2, 2, SocketType::Push)
+        .unwrap();
+    let mut events = sock(&ctx, SocketType::Pull);
+    events.connect(&mon).unwrap();
+    client.connect(&ep).unwrap();
+    let (ev, values, local, remote) = loop {
+        let e = parse_event_v2(&monitor_frames(&mut events)).expect("a version 2 event");
+        if e.0 != u64::from(rzmq_core::monitor::EVENT_CONNECT_DELAYED) {
+            break e;
+        }
+    };
+    assert_eq!(ev, u64::from(EVENT_CONNECTED));
+    assert_eq!(values.len(), 1, "the fd");
+    assert_eq!(remote, ep);
+    assert!(
+        local.starts_with("tcp://127.0.0.1:") && local != remote,
+        "{local}"
+    );
+    client
+        .monitor_versioned(None, 0, 2, SocketType::Push)
+        .unwrap();
+    let (ev, values, local, remote) = loop {
+        let e = parse_event_v2(&monitor_frames(&mut events)).unwrap();
+        if e.0 == u64::from(rzmq_core::monitor::EVENT_MONITOR_STOPPED) {
+            break e;
+        }
+    };
+    assert_eq!(
+        (ev, values, &local[..], &remote[..]),
+        (0x400, vec![0], "", "")
+    );
+}
+
+#[test]
+fn pipes_stats_report_each_pipe_on_a_version_2_monitor() {
+    use rzmq_core::monitor::{parse_event_v2, EVENT_PIPES_STATS};
+    let ctx = Context::new();
+    let mut push = sock(&ctx, SocketType::Push);
+    assert_eq!(push.monitor_pipes_stats(), Err(Error::Inval), "no monitor");
+    let mon = inproc_endpoint("mon-stats");
+    push.monitor_versioned(Some(&mon), EVENT_PIPES_STATS, 2, SocketType::Pair)
+        .unwrap();
+    assert_eq!(push.monitor_pipes_stats(), Err(Error::Again), "no pipes");
+    let mut events = sock(&ctx, SocketType::Pair);
+    events.connect(&mon).unwrap();
+    // A mark of 2 (low-water mark 1): the writer learns of every read, so a drained pipe
+    // reports 0 queued.
+    push.set_option_i32(opt::SNDHWM, 2).unwrap();
+    push.bind("tcp://127.0.0.1:*").unwrap();
+    let ep = push.last_endpoint().to_string();
+    let mut pulls: Vec<Socket> = (0..2)
+        .map(|_| {
+            let mut p = sock(&ctx, SocketType::Pull);
+            p.connect(&ep).unwrap();
+            p
+        })
+        .collect();
+    // Messages until each connection has carried one: both pipes exist, all is read.
+    let mut got = [false; 2];
+    let start = std::time::Instant::now();
+    while !got.iter().all(|g| *g) {
+        assert!(start.elapsed().as_secs() < 10, "both pulls connected");
+        push.send(&b"x"[..], 0).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        for (p, g) in pulls.iter_mut().zip(got.iter_mut()) {
+            while p.recv_msg(DONTWAIT).is_ok() {
+                *g = true;
+            }
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    push.monitor_pipes_stats().unwrap();
+    for _ in 0..2 {
+        let (ev, values, local, remote) = parse_event_v2(&monitor_frames(&mut events)).unwrap();
+        assert_eq!(ev, EVENT_PIPES_STATS);
+        assert_eq!(values, [0, 0], "nothing queued either way");
+        assert_eq!(local, ep);
+        assert!(
+            remote.starts_with("tcp://127.0.0.1:") && remote != ep,
+            "{remote}"
+        );
+    }
+    assert_eq!(events.recv_msg(DONTWAIT).unwrap_err(), Error::Again);
+}
+
+#[test]
+fn peer_state_answers_for_router_peers_only() {
+    let ctx = Context::new();
+    let mut router = sock(&ctx, SocketType::Router);
+    router.set_option_i32(opt::ROUTER_MANDATORY, 1).unwrap();
+    router.set_option_i32(opt::SNDHWM, 5).unwrap();
+    let ep = inproc_endpoint("peer-state");
+    router.bind(&ep).unwrap();
+    let mut dealer = sock(&ctx, SocketType::Dealer);
+    dealer.set_option_i32(opt::RCVHWM, 5).unwrap();
+    dealer.set_option_raw(opt::ROUTING_ID, b"X").unwrap();
+    dealer.connect(&ep).unwrap();
+    dealer.send(&b"hi"[..], 0).unwrap();
+    assert_eq!(router.recv_multipart(0).unwrap()[0].data(), b"X");
+    assert_eq!(router.peer_state(b"X"), Ok(rzmq_core::poll::ZMQ_POLLOUT));
+    assert_eq!(router.peer_state(b"nobody"), Err(Error::HostUnreach));
+    assert_eq!(dealer.peer_state(b"X"), Err(Error::NotSup));
+    // The DEALER reads nothing: the pipe fills, and the state says so.
+    let mut sent = 0;
+    while router
+        .send_multipart([&b"X"[..], &b"m"[..]], DONTWAIT)
+        .is_ok()
+    {
+        sent += 1;
+    }
+    assert!(sent >= 5, "{sent}");
+    assert_eq!(router.peer_state(b"X"), Ok(0));
 }

@@ -26,6 +26,31 @@ pub(crate) enum Stream {
 }
 
 impl Stream {
+    /// The connection's local and remote endpoints as libzmq names them in version 2 monitor
+    /// events (`tcp://127.0.0.1:5555`, `tcp://[::1]:5555`, `ipc://path`; `ipc://` for an
+    /// unnamed Unix socket); empty when unknown.
+    pub(crate) fn uris(&self) -> (String, String) {
+        fn tcp(a: std::io::Result<std::net::SocketAddr>) -> String {
+            a.map(|a| format!("tcp://{a}")).unwrap_or_default()
+        }
+        fn ipc(a: std::io::Result<std::os::unix::net::SocketAddr>) -> String {
+            let Ok(a) = a else {
+                return String::new();
+            };
+            match a.as_pathname() {
+                Some(p) => format!("ipc://{}", p.display()),
+                None => match std::os::linux::net::SocketAddrExt::as_abstract_name(&a) {
+                    Some(n) => format!("ipc://@{}", String::from_utf8_lossy(n)),
+                    None => "ipc://".to_string(),
+                },
+            }
+        }
+        match self {
+            Stream::Tcp(s) => (tcp(s.local_addr()), tcp(s.peer_addr())),
+            Stream::Unix(s) => (ipc(s.local_addr()), ipc(s.peer_addr())),
+        }
+    }
+
     /// The mio source to register.
     pub(crate) fn source(&mut self) -> &mut dyn mio::event::Source {
         match self {

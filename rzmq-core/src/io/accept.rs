@@ -34,9 +34,18 @@ impl Reactor {
                         apply_tcp_options(&s2, &setup.options, true);
                     }
                     let fd = stream.as_raw_fd();
-                    setup
-                        .monitor
-                        .event(monitor::EVENT_ACCEPTED, fd as u32, &endpoint);
+                    if setup.monitor.is_active() {
+                        let (local, remote) = stream.uris();
+                        setup.monitor.event_at(
+                            monitor::EVENT_ACCEPTED,
+                            fd as u32,
+                            monitor::EventAddrs {
+                                local: &local,
+                                remote: &remote,
+                                v1: &endpoint,
+                            },
+                        );
+                    }
                     let stoken = self.shared.token();
                     l.sessions.push(stoken);
                     let rdma_required = l.rdma_required;

@@ -31,11 +31,14 @@
 //! native options here implement as a DRAFT build of libzmq 4.3.5 does: `ROUTER_NOTIFY` (97,
 //! ROUTER, 0 to 3; `[routing id][empty]` on a tcp/ipc peer's handshake and disconnection),
 //! `PRIORITY` (112, `SO_PRIORITY` on tcp), `BUSY_POLL` (113, `SO_BUSY_POLL` on tcp; readable
-//! here, where 4.3.5's getter fails with `EINVAL`), `HICCUP_MSG` (114, write-only; delivered to
-//! CLIENT/DEALER/PEER when a tcp/ipc connection they made breaks after its handshake) and
-//! `XSUB_VERBOSE_UNSUBSCRIBE` (115, XSUB, write-only); the C ABI decides whether its stable
-//! build refuses them. Still `EINVAL` (not implemented): `IN_BATCH_SIZE`, `OUT_BATCH_SIZE`,
-//! `WSS_*`, `HELLO_MSG`, `DISCONNECT_MSG`, `NORM_*`. The context option `ZERO_COPY_RECV` (10,
+//! here, where 4.3.5's getter fails with `EINVAL`), `HELLO_MSG` (110, write-only; sent first
+//! on every tcp/ipc/inproc connection of ROUTER/SERVER/CLIENT/DEALER/PEER), `DISCONNECT_MSG`
+//! (111, write-only; delivered to ROUTER/SERVER/PEER for a peer whose accepted connection
+//! broke after its handshake or whose inproc connection ended), `HICCUP_MSG` (114, write-only;
+//! delivered to CLIENT/DEALER/PEER when a tcp/ipc connection they made breaks after its
+//! handshake) and `XSUB_VERBOSE_UNSUBSCRIBE` (115, XSUB, write-only); the C ABI decides whether
+//! its stable build refuses them. Still `EINVAL` (not implemented): `IN_BATCH_SIZE`,
+//! `OUT_BATCH_SIZE`, `WSS_*`, `NORM_*`. The context option `ZERO_COPY_RECV` (10,
 //! DRAFT) is handled by a stable build.
 //!
 //! # Write-only and socket-level options

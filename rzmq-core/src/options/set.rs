@@ -174,9 +174,17 @@ impl Options {
             SNDBUF => set_int(&mut self.sndbuf, int_if(|x| x >= -1)),
             RCVBUF => set_int(&mut self.rcvbuf, int_if(|x| x >= -1)),
             TOS => set_int(&mut self.tos, int_if(|x| x >= 0)),
-            // Any bytes; NULL or empty clears it (libzmq `options_t::setsockopt`).
+            // Any bytes; NULL or empty clears them (libzmq `options_t::setsockopt`).
             HICCUP_MSG => {
                 self.hiccup_msg = v.to_vec();
+                stored
+            }
+            HELLO_MSG => {
+                self.hello_msg = v.to_vec();
+                stored
+            }
+            DISCONNECT_MSG => {
+                self.disconnect_msg = v.to_vec();
                 stored
             }
             PRIORITY => set_int(&mut self.priority, int_if(|x| x >= 0)),

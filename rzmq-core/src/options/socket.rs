@@ -47,6 +47,13 @@ pub struct Options {
     /// `ZMQ_HICCUP_MSG` (DRAFT; write-only): what CLIENT, DEALER and PEER receive when a
     /// connection they made breaks after its handshake (empty: none).
     pub hiccup_msg: Vec<u8>,
+    /// `ZMQ_HELLO_MSG` (DRAFT; write-only): what ROUTER, SERVER, CLIENT, DEALER and PEER send
+    /// first on every connection, ahead of anything queued (empty: none).
+    pub hello_msg: Vec<u8>,
+    /// `ZMQ_DISCONNECT_MSG` (DRAFT; write-only): what ROUTER, SERVER and PEER receive from a
+    /// peer whose accepted connection broke after its handshake, or whose inproc connection
+    /// ended (empty: none).
+    pub disconnect_msg: Vec<u8>,
     /// `ZMQ_ROUTER_NOTIFY` (DRAFT; ROUTER): `NOTIFY_CONNECT | NOTIFY_DISCONNECT` bits (0).
     pub router_notify: i32,
     /// `ZMQ_PRIORITY` (DRAFT): `SO_PRIORITY` of tcp connections (0: not set; >= 0).
@@ -203,6 +210,8 @@ impl Options {
             tos: 0,
             router_notify: 0,
             hiccup_msg: Vec::new(),
+            hello_msg: Vec::new(),
+            disconnect_msg: Vec::new(),
             priority: 0,
             busy_poll: 0,
             linger: -1,

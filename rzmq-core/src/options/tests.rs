@@ -320,7 +320,7 @@ fn features_not_built() {
         assert_eq!(o.get(opt), Err(Error::Inval), "option {opt}");
     }
     // DRAFT-only options of a stable build.
-    for opt in [IN_BATCH_SIZE, OUT_BATCH_SIZE, HELLO_MSG, DISCONNECT_MSG] {
+    for opt in [IN_BATCH_SIZE, OUT_BATCH_SIZE] {
         assert_eq!(o.set(opt, &i(1)), Err(Error::Inval), "option {opt}");
         assert_eq!(o.get(opt), Err(Error::Inval), "option {opt}");
     }
@@ -330,6 +330,17 @@ fn features_not_built() {
     assert_eq!(o.get(HICCUP_MSG), Err(Error::Inval));
     o.set_null(HICCUP_MSG).unwrap();
     assert!(o.hiccup_msg.is_empty());
+    o.set(HELLO_MSG, b"H").unwrap();
+    o.set(DISCONNECT_MSG, b"D").unwrap();
+    assert_eq!(
+        (&o.hello_msg[..], &o.disconnect_msg[..]),
+        (&b"H"[..], &b"D"[..])
+    );
+    assert_eq!(o.get(HELLO_MSG), Err(Error::Inval));
+    assert_eq!(o.get(DISCONNECT_MSG), Err(Error::Inval));
+    o.set_null(HELLO_MSG).unwrap();
+    o.set(DISCONNECT_MSG, b"").unwrap();
+    assert!(o.hello_msg.is_empty() && o.disconnect_msg.is_empty());
     let mut r = Options::new(T::Router);
     assert_eq!(get_int(&r, ROUTER_NOTIFY), 0);
     r.set(ROUTER_NOTIFY, &i(3)).unwrap();

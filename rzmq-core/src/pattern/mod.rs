@@ -168,7 +168,16 @@ pub struct PipeEntry {
     /// For inproc pipes, the peer socket's (RCVHWM, SNDHWM), added to ours as libzmq does;
     /// `None` for connections (their pipes use our HWMs alone).
     pub hwm_boost: Option<(i32, i32)>,
+    /// For an inproc pipe this socket connected: the binder's `ZMQ_DISCONNECT_MSG`, sent to it
+    /// when this end goes (close, disconnect).
+    pub disconnect_msg: Option<DisconnectMsg>,
+    /// For an accepted connection's pipe, the peer's endpoint (`EVENT_PIPES_STATS`).
+    pub peer_uri: Option<String>,
 }
+
+/// An inproc connector's `ZMQ_DISCONNECT_MSG` slot: the binder's message, known at the connect
+/// or, for a connect that came first, at the bind.
+pub(crate) type DisconnectMsg = Arc<std::sync::OnceLock<Vec<u8>>>;
 
 impl PipeEntry {
     /// A new entry with no routing id.
@@ -181,6 +190,17 @@ impl PipeEntry {
             peer: None,
             endpoint: None,
             hwm_boost: None,
+            disconnect_msg: None,
+            peer_uri: None,
+        }
+    }
+
+    /// Sends the binder's `ZMQ_DISCONNECT_MSG` of an inproc pipe this socket connected, in
+    /// place of a message cut in half (libzmq `pipe_t::send_disconnect_msg`), once.
+    pub(crate) fn send_disconnect_msg(&mut self) {
+        if let Some(m) = self.disconnect_msg.take().and_then(|d| d.get().cloned()) {
+            self.writer.rollback();
+            let _ = self.writer.try_write(Msg::copy_from(&m));
         }
     }
 }
@@ -354,6 +374,13 @@ pub trait Pattern: Send {
     /// for the other types, whose getsockopt fails with `EINVAL`.
     fn topics_count(&self) -> Option<usize> {
         None
+    }
+    /// The state of the peer with routing id `rid` (`zmq_socket_get_peer_state`): ROUTER
+    /// answers `POLLOUT` when its pipe takes a message now, 0 when full, `EHOSTUNREACH` for an
+    /// unknown id; the other types `ENOTSUP`, as libzmq.
+    fn peer_state(&mut self, rid: &[u8], pipes: &mut PipeTable) -> Result<i16> {
+        let _ = (rid, pipes);
+        Err(Error::NotSup)
     }
 }
 

@@ -449,6 +449,13 @@ impl Pattern for Router {
         self.xhas_out(pipes)
     }
 
+    fn peer_state(&mut self, rid: &[u8], pipes: &mut PipeTable) -> Result<i16> {
+        let id = self.ids.lookup(rid).ok_or(Error::HostUnreach)?;
+        let e = pipes.get_mut(id).ok_or(Error::HostUnreach)?;
+        // POLLOUT (2) when a message fits under the high-water mark now.
+        Ok(if e.writer.check_write().is_ok() { 2 } else { 0 })
+    }
+
     fn set_option(&mut self, option: i32, value: &[u8], _pipes: &mut PipeTable) -> Result<()> {
         match option {
             opt::ROUTER_MANDATORY => self.mandatory = opt_bool(value)?,

@@ -172,8 +172,8 @@ impl Reader {
 
     /// Registers for an activation; true when something arrived meanwhile (read again).
     fn go_idle(&mut self) -> bool {
-        if self.shared.msgs_read.load(Ordering::Relaxed) != self.read {
-            self.publish_reads();
+        if self.shared.msgs_read.load(Ordering::Relaxed) != self.consumed() {
+            self.publish_at_mark();
         }
         self.shared.reader_idle.store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
@@ -311,10 +311,12 @@ impl Reader {
         FRAMED_MOVED.fetch_add(msgs, Ordering::Relaxed);
         self.read += msgs;
         self.unpublished_bytes += bytes;
-        if self.until_publish > msgs && self.unpublished_bytes < PUBLISH_BYTES {
+        if self.unpublished_bytes >= PUBLISH_BYTES {
+            self.publish_reads();
+        } else if self.until_publish > msgs {
             self.until_publish -= msgs;
         } else {
-            self.publish_reads();
+            self.publish_at_mark();
         }
         Some(msgs as usize)
     }

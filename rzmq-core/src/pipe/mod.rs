@@ -61,8 +61,13 @@ struct Shared {
     reader_idle: AtomicBool,
     /// The writer hit its HWM and wants an activation.
     writer_waiting: AtomicBool,
-    /// Whole messages consumed by the reader.
+    /// Whole messages consumed: read by the reader, plus sent directly by the writer (see
+    /// `direct_sent`), as the writer learns them.
     msgs_read: AtomicU64,
+    /// Whole messages the writer sent directly on the connection (never queued): they count as
+    /// written and read at once, so the counts are those of a pipe every message passes, as
+    /// libzmq's (the low-water-mark batches, `ZMQ_EVENT_PIPES_STATS`).
+    direct_sent: AtomicU64,
     reader_closed: AtomicBool,
     writer_closed: AtomicBool,
     reader_target: Mutex<Option<Target>>,
@@ -114,15 +119,10 @@ impl Shared {
 /// mark.
 const PUBLISH_BYTES: usize = 4 * 1024 * 1024;
 
-/// libzmq's low-water mark for a high-water mark: how many reads are batched before the writer
-/// is told (and woken if it waits).
+/// libzmq 4.3's low-water mark for a high-water mark, (hwm+1)/2 at every size: how many reads
+/// are batched before the writer is told (and woken if it waits).
 fn low_water_mark(hwm: u64) -> u64 {
-    const MAX_WM_DELTA: u64 = 1024;
-    if hwm > MAX_WM_DELTA * 2 {
-        hwm - MAX_WM_DELTA
-    } else {
-        hwm.div_ceil(2).max(1)
-    }
+    hwm.div_ceil(2).max(1)
 }
 
 /// Creates a pipe with a high-water mark of `hwm` whole messages (0 means unbounded).
@@ -141,6 +141,7 @@ pub(crate) fn pipe_with(hwm: u64, conflate: bool) -> (Writer, Reader) {
         reader_idle: AtomicBool::new(true),
         writer_waiting: AtomicBool::new(false),
         msgs_read: AtomicU64::new(0),
+        direct_sent: AtomicU64::new(0),
         reader_closed: AtomicBool::new(false),
         writer_closed: AtomicBool::new(false),
         reader_target: Mutex::new(None),

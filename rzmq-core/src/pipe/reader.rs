@@ -58,9 +58,12 @@ impl Reader {
         self.until_publish = if hwm == 0 {
             u64::MAX
         } else {
-            low_water_mark(hwm)
+            let lwm = low_water_mark(hwm);
+            lwm - self.consumed() % lwm
         };
-        self.shared.msgs_read.store(self.read, Ordering::SeqCst);
+        self.shared
+            .msgs_read
+            .store(self.consumed(), Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if self.shared.writer_waiting.load(Ordering::Relaxed)
             && self.shared.writer_waiting.swap(false, Ordering::SeqCst)
@@ -131,6 +134,12 @@ impl Reader {
         }
     }
 
+    /// Frames queued for this reader now (from the queue and direct receives; the framed lane
+    /// is not counted: it carries messages towards a connection, never to a socket).
+    pub fn queued_frames(&self) -> u64 {
+        (self.q.available() + self.inbox.len()) as u64
+    }
+
     /// Reads one frame. On `None` the reader is registered for an activation.
     #[inline]
     pub fn read(&mut self) -> Option<Msg> {
@@ -153,10 +162,10 @@ impl Reader {
         let m = match self.pop_frame() {
             Some(m) => m,
             None => {
-                if self.shared.msgs_read.load(Ordering::Relaxed) != self.read {
-                    // Drained: tell the writer everything read so far (a writer that waits on
-                    // a mark the batching has not reached yet is woken).
-                    self.publish_reads();
+                if self.shared.msgs_read.load(Ordering::Relaxed) != self.consumed() {
+                    // Drained: tell the writer what was read (a writer that waits on a mark
+                    // the batching has not reached yet is woken).
+                    self.publish_at_mark();
                 }
                 self.shared.reader_idle.store(true, Ordering::SeqCst);
                 fence(Ordering::SeqCst);
@@ -178,7 +187,7 @@ impl Reader {
         if !self.in_multipart {
             self.read += 1;
             // As libzmq, the writer learns of consumed messages in batches of the low-water
-            // mark (hwm+1)/2 (hwm-1024 for large marks), not one by one: fewer cross-core
+            // mark (hwm+1)/2, not one by one: fewer cross-core
             // stores, and the same send counts as libzmq under backpressure. Unbounded pipes
             // never need it. Large messages are published every PUBLISH_BYTES as well, so a
             // writer blocked on the mark resumes while the storage of what was sent is still in
@@ -191,24 +200,58 @@ impl Reader {
         }
     }
 
+    /// Messages consumed: read here, and sent directly by the writer (see
+    /// `Shared::direct_sent`).
+    #[inline]
+    pub(super) fn consumed(&self) -> u64 {
+        self.read + self.shared.direct_sent.load(Ordering::Acquire)
+    }
+
     /// Tells the writer now of everything read so far (waking it if it waits on the
     /// high-water mark), as an idle reader does: for an owner about to wait a little.
     pub fn publish_now(&mut self) {
-        if self.shared.msgs_read.load(Ordering::Relaxed) != self.read {
+        if self.shared.msgs_read.load(Ordering::Relaxed) != self.consumed() {
             self.publish_reads();
         }
     }
 
     #[cold]
     pub(super) fn publish_reads(&mut self) {
+        self.publish_count(self.consumed());
+    }
+
+    /// Tells the writer of what was read at the last multiple of the low-water mark, as
+    /// libzmq's reader does (`msgs_read % lwm`): a drained reader, a batch of the framed lane
+    /// that crossed a multiple. So the writer's view (what it may still write before its
+    /// high-water mark, `ZMQ_EVENT_PIPES_STATS`) is libzmq's. A writer stopped at its mark is
+    /// still woken by a drained reader: with everything read, it sees less than a mark
+    /// (<= the high-water mark) queued. (The 4 MiB rule and `publish_now` tell the exact count.)
+    #[cold]
+    pub(super) fn publish_at_mark(&mut self) {
+        let hwm = self.shared.hwm.load(Ordering::Relaxed);
+        let all = self.consumed();
+        let n = if hwm == 0 {
+            all
+        } else {
+            all - all % low_water_mark(hwm)
+        };
+        if n > self.shared.msgs_read.load(Ordering::Relaxed) {
+            self.publish_count(n);
+        }
+    }
+
+    /// Publishes `n` consumed messages; the next batch ends at the next multiple of the mark.
+    #[cold]
+    fn publish_count(&mut self, n: u64) {
         self.unpublished_bytes = 0;
         let hwm = self.shared.hwm.load(Ordering::Relaxed);
         self.until_publish = if hwm == 0 {
             u64::MAX
         } else {
-            low_water_mark(hwm)
+            let lwm = low_water_mark(hwm);
+            lwm - self.consumed() % lwm
         };
-        self.shared.msgs_read.store(self.read, Ordering::Release);
+        self.shared.msgs_read.store(n, Ordering::Release);
         fence(Ordering::SeqCst);
         if self.shared.writer_waiting.load(Ordering::Relaxed)
             && self.shared.writer_waiting.swap(false, Ordering::SeqCst)

@@ -359,3 +359,37 @@ fn threads_lose_nothing() {
     }
     t.join().unwrap();
 }
+
+/// As libzmq 4.3's pipes, the writer learns of reads at multiples of the low-water mark
+/// (hwm+1)/2, at every size of mark, a drained reader included (`ZMQ_EVENT_PIPES_STATS`
+/// reports the writer's view; libzmq's test_hwm_pubsub counts on room coming back after a
+/// mark's worth of reads).
+#[test]
+fn the_writer_learns_of_reads_at_multiples_of_half_the_mark() {
+    let (mut w, mut r) = pipe(5000);
+    for i in 0..4999u32 {
+        w.try_write(Msg::copy_from(&i.to_le_bytes())).unwrap();
+    }
+    for _ in 0..2499 {
+        assert!(r.read().is_some());
+    }
+    assert_eq!(w.queued(), 4999, "below the first mark of 2500");
+    assert!(r.read().is_some());
+    assert_eq!(w.queued(), 2499, "told at 2500");
+    while r.read().is_some() {}
+    // Drained at 4999: the last multiple told is still 2500.
+    assert_eq!(w.queued(), 2499);
+    for i in 0..2501u32 {
+        assert!(
+            w.try_write(Msg::copy_from(&i.to_le_bytes())).is_ok(),
+            "room for {i}"
+        );
+    }
+    assert_eq!(w.try_write(Msg::new()).unwrap_err().1, WriteError::Full);
+    // Five more reads reach 5000: the writer is told, and has room again.
+    for _ in 0..5 {
+        assert!(r.read().is_some());
+    }
+    assert_eq!(w.queued(), 2500);
+    assert!(w.try_write(Msg::new()).is_ok());
+}

@@ -83,13 +83,17 @@ impl Writer {
         if hwm == 0 || self.in_multipart() || self.written - self.read_seen < hwm {
             return Ok(());
         }
-        self.read_seen = self.shared.msgs_read.load(Ordering::Acquire);
+        self.read_seen = self
+            .read_seen
+            .max(self.shared.msgs_read.load(Ordering::Acquire));
         if self.written - self.read_seen < hwm {
             return Ok(());
         }
         self.shared.writer_waiting.store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        self.read_seen = self.shared.msgs_read.load(Ordering::SeqCst);
+        self.read_seen = self
+            .read_seen
+            .max(self.shared.msgs_read.load(Ordering::SeqCst));
         let hwm = self.shared.hwm.load(Ordering::SeqCst);
         if hwm == 0 || self.written - self.read_seen < hwm {
             self.shared.writer_waiting.store(false, Ordering::Relaxed);
@@ -142,6 +146,7 @@ impl Writer {
         match self.lane(&msg) {
             Lane::Direct(Sent::HandedOver) => {
                 self.pending.clear();
+                self.count_direct();
                 self.shared
                     .notify_reader(|t| t.notify.activate_read(t.token));
                 false
@@ -149,6 +154,7 @@ impl Writer {
             // Done: the whole message is in the kernel.
             Lane::Direct(_) => {
                 self.pending.clear();
+                self.count_direct();
                 false
             }
             Lane::Framed => {
@@ -179,6 +185,19 @@ impl Writer {
                 true
             }
         }
+    }
+
+    /// Counts a message sent directly as written and read (see `Shared::direct_sent`): the
+    /// pipe was empty, so the reader has read everything before it.
+    #[inline]
+    fn count_direct(&mut self) {
+        self.written += 1;
+        // Known consumed here and now: the reader had read everything (it was idle).
+        self.read_seen = self.written;
+        // This writer is the counter's only writer: a load and a store, no locked RMW on the
+        // direct path.
+        let sent = self.shared.direct_sent.load(Ordering::Relaxed);
+        self.shared.direct_sent.store(sent + 1, Ordering::Release);
     }
 
     /// The lane of the whole message held frames + `last`, the one place that chooses it. The
@@ -320,7 +339,10 @@ impl Writer {
 
     /// Messages written and not yet read (approximate across threads).
     pub fn queued(&self) -> u64 {
-        self.written - self.shared.msgs_read.load(Ordering::Acquire)
+        self.written
+            - self
+                .read_seen
+                .max(self.shared.msgs_read.load(Ordering::Acquire))
     }
 
     /// Closes this end: the reader may drain what is queued, until `linger` (None: no limit).

@@ -77,10 +77,14 @@ impl Session {
                         {
                             return self.retry_later(r, token);
                         }
-                        self.setup.monitor.event(
+                        self.setup.monitor.event_at(
                             monitor::EVENT_CONNECT_DELAYED,
                             libc::EINPROGRESS as u32,
-                            &self.monitor_endpoint,
+                            crate::monitor::EventAddrs {
+                                local: "",
+                                remote: &self.monitor_endpoint,
+                                v1: &self.monitor_endpoint,
+                            },
                         );
                         let _ = fd;
                         ci.pending = Some(s);
@@ -117,10 +121,11 @@ impl Session {
 
     /// The stream is connected (through the proxy's tunnel, if any): the engine takes it.
     pub(super) fn connected(&mut self, r: &mut impl Io, token: u64, stream: Stream) -> Fate {
-        self.setup.monitor.event(
+        (self.local_uri, self.peer_uri) = stream.uris();
+        self.setup.monitor.event_at(
             monitor::EVENT_CONNECTED,
             stream.as_raw_fd() as u32,
-            &self.monitor_endpoint,
+            self.event_addrs(),
         );
         let peer_ip = match &stream {
             Stream::Tcp(t) => t.peer_addr().ok().map(|a| a.ip().to_string()),
@@ -171,10 +176,10 @@ impl Session {
         // Reported even when the socket is closing: libzmq's connecter arms its reconnect
         // timer (and reports it) before the termination reaches it, and its test_monitor
         // expects DISCONNECTED to be followed by CONNECT_RETRIED.
-        self.setup.monitor.event(
+        self.setup.monitor.event_at(
             monitor::EVENT_CONNECT_RETRIED,
             ivl.as_millis() as u32,
-            &self.monitor_endpoint,
+            self.unconnected_addrs(),
         );
         if self.socket_closed && self.pipe.as_ref().is_none_or(|p| !p.from_socket.has_msg()) {
             return Fate::Remove;
@@ -208,10 +213,10 @@ impl Session {
         if res.is_ok() {
             return self.connected(r, token, Stream::Tcp(s));
         }
-        self.setup.monitor.event(
+        self.setup.monitor.event_at(
             monitor::EVENT_CLOSED,
             s.as_raw_fd() as u32,
-            &self.monitor_endpoint,
+            self.unconnected_addrs(),
         );
         drop(s);
         self.retry_later(r, token)

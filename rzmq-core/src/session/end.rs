@@ -30,14 +30,12 @@ impl Session {
             // (RDMA required and not possible: NO_DETAIL with EPROTONOSUPPORT, before any
             // message moved.)
             if let Some((ev, val)) = crate::zap::handshake_failure_event(&why, rejected) {
-                self.setup.monitor.event(ev, val, &self.monitor_endpoint);
+                self.setup.monitor.event_at(ev, val, self.event_addrs());
             }
         }
-        self.setup.monitor.event(
-            monitor::EVENT_DISCONNECTED,
-            fd as u32,
-            &self.monitor_endpoint,
-        );
+        self.setup
+            .monitor
+            .event_at(monitor::EVENT_DISCONNECTED, fd as u32, self.event_addrs());
         let stream_notify =
             self.setup.socket_type == SocketType::Stream && self.setup.options.stream_notify;
         // ROUTER_NOTIFY's disconnect note: `[routing id][empty]`, for a peer that got past
@@ -49,12 +47,16 @@ impl Session {
         let hiccup = (self.phase == Phase::Up
             && self.connect.is_some()
             && !refused
-            && matches!(
-                self.setup.socket_type,
-                SocketType::Client | SocketType::Dealer | SocketType::Peer
-            )
+            && self.setup.socket_type.receives_hiccup_msg()
             && !self.setup.options.hiccup_msg.is_empty())
         .then(|| Msg::copy_from(&self.setup.options.hiccup_msg));
+        // DISCONNECT_MSG: an accepted connection broke after its handshake (ROUTER, SERVER,
+        // PEER; libzmq `session_base_t::engine_error`): the socket receives it from that peer.
+        let disconnect = (self.phase == Phase::Up
+            && self.connect.is_none()
+            && self.setup.socket_type.receives_disconnect_msg()
+            && !self.setup.options.disconnect_msg.is_empty())
+        .then(|| Msg::copy_from(&self.setup.options.disconnect_msg));
         drop(e);
         if self.connect.is_none()
             || refused
@@ -75,6 +77,10 @@ impl Session {
                     let _ = to_socket.try_write(Msg::new());
                 }
                 if let Some(m) = hiccup.clone() {
+                    to_socket.rollback();
+                    let _ = to_socket.try_write(m);
+                }
+                if let Some(m) = disconnect {
                     to_socket.rollback();
                     let _ = to_socket.try_write(m);
                 }

@@ -171,10 +171,14 @@ impl Session {
                         ci.socks = None;
                         self.timers.stop(Timer::ConnectTimeout);
                         let _ = r.registry().deregister(&mut s);
-                        self.setup.monitor.event(
+                        self.setup.monitor.event_at(
                             monitor::EVENT_CLOSED,
                             s.as_raw_fd() as u32,
-                            &self.monitor_endpoint,
+                            crate::monitor::EventAddrs {
+                                local: "",
+                                remote: &self.monitor_endpoint,
+                                v1: &self.monitor_endpoint,
+                            },
                         );
                         return self.retry_later(r, token);
                     }

@@ -108,6 +108,9 @@ pub(crate) struct Session {
     /// Messages from the peer were delivered since the last output pass: the writer may be
     /// waiting on them (request/reply), so that pass takes no nap on an empty lane.
     delivered_since_out: bool,
+    /// The last connection's local endpoint, and its peer's (version 2 monitor events).
+    local_uri: String,
+    peer_uri: String,
 }
 
 impl Session {
@@ -152,10 +155,13 @@ impl Session {
         listener: u64,
         rdma_required: bool,
     ) -> Session {
+        let (local_uri, peer_uri) = engine.stream.uris();
         Session {
             engine: Some(engine),
             phase: Phase::Handshaking,
             listener: Some(listener),
+            local_uri,
+            peer_uri,
             ..Session::new(setup, endpoint.clone(), endpoint, rdma_required)
         }
     }
@@ -190,6 +196,32 @@ impl Session {
             last_moved: 0,
             alt_again: false,
             delivered_since_out: false,
+            local_uri: String::new(),
+            peer_uri: String::new(),
+        }
+    }
+
+    /// Where this session's connection events happen (version 2 monitor events): a connect's
+    /// remote endpoint is the address it connects to, as libzmq reports it; version 1 names
+    /// `monitor_endpoint`.
+    fn event_addrs(&self) -> crate::monitor::EventAddrs<'_> {
+        crate::monitor::EventAddrs {
+            local: &self.local_uri,
+            remote: if self.connect.is_some() {
+                &self.monitor_endpoint
+            } else {
+                &self.peer_uri
+            },
+            v1: &self.monitor_endpoint,
+        }
+    }
+
+    /// As [`Session::event_addrs`] for a connect not (or no longer) connected: no local side.
+    fn unconnected_addrs(&self) -> crate::monitor::EventAddrs<'_> {
+        crate::monitor::EventAddrs {
+            local: "",
+            remote: &self.monitor_endpoint,
+            v1: &self.monitor_endpoint,
         }
     }
 

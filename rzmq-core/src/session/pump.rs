@@ -210,11 +210,9 @@ impl Session {
         peer: zmtp::Peer,
     ) -> Option<Fate> {
         self.phase = Phase::Up;
-        self.setup.monitor.event(
-            monitor::EVENT_HANDSHAKE_SUCCEEDED,
-            0,
-            &self.monitor_endpoint,
-        );
+        self.setup
+            .monitor
+            .event_at(monitor::EVENT_HANDSHAKE_SUCCEEDED, 0, self.event_addrs());
         // libzmq's private "__fd" property carries the connection's fd (zmq_msg_get ZMQ_SRCFD).
         let md = match self.engine.as_mut() {
             Some(e) if matches!(e.proto, Proto::Raw(_)) => {
@@ -243,6 +241,9 @@ impl Session {
                 let mut entry = PipeEntry::new(from_peer_r, to_peer_w);
                 entry.peer = Some(md);
                 entry.endpoint = Some(self.endpoint.clone());
+                if self.connect.is_none() {
+                    entry.peer_uri = Some(self.peer_uri.clone());
+                }
                 if let Some(rid) = &self.setup.connect_routing_id {
                     entry.routing_id = rid.clone();
                     entry.connect_routing_id = Some(rid.clone());
@@ -259,8 +260,24 @@ impl Session {
                 });
             }
         }
-        let _ = r;
-        None
+        self.queue_hello()
+            .map(|e| self.broken(r, token, Closed::Protocol(e)))
+    }
+
+    /// HELLO_MSG: the first message of every connection (a reconnect's too), ahead of whatever
+    /// the pipe holds. It goes into the engine's output, which every later write follows: the
+    /// pump's (framed lane included: its bytes go straight out only when nothing is queued
+    /// ahead) and direct sends (output is granted only to an engine with nothing queued).
+    fn queue_hello(&mut self) -> Option<zmtp::ZmtpError> {
+        let o = &self.setup.options;
+        if o.hello_msg.is_empty() || !self.setup.socket_type.sends_hello_msg() {
+            return None;
+        }
+        let hello = Msg::copy_from(&o.hello_msg);
+        match self.engine.as_mut().map(|e| &mut e.proto) {
+            Some(Proto::Zmtp(z)) => z.send(hello).err(),
+            _ => None,
+        }
     }
 
     /// Moves messages from the socket's pipe to the stream.

@@ -248,6 +248,11 @@ impl Socket {
             sndhwm: self.options.sndhwm,
             rcvhwm: self.options.rcvhwm,
             routing_id: self.options.routing_id.clone(),
+            hello: (self.ty.sends_hello_msg() && !self.options.hello_msg.is_empty())
+                .then(|| self.options.hello_msg.clone()),
+            disconnect: (self.ty.receives_disconnect_msg()
+                && !self.options.disconnect_msg.is_empty())
+            .then(|| self.options.disconnect_msg.clone()),
         }
     }
 
@@ -307,6 +312,9 @@ impl Socket {
             })
             .collect();
         for id in ids {
+            if let Some(e) = self.pipes.get_mut(id) {
+                e.send_disconnect_msg();
+            }
             self.terminate_pipe(id);
         }
     }

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::command::{Attach, SocketShared};
 use crate::error::{Error, Result};
-use crate::msg::Metadata;
-use crate::pattern::{PipeEntry, PipeId};
+use crate::msg::{Metadata, Msg};
+use crate::pattern::{DisconnectMsg, PipeEntry, PipeId};
 use crate::pipe;
 use crate::zmtp::SocketType;
 
@@ -24,6 +24,18 @@ pub(crate) struct InprocPeer {
     pub rcvhwm: i32,
     /// Its `ZMQ_ROUTING_ID`.
     pub routing_id: Vec<u8>,
+    /// Its `ZMQ_HELLO_MSG`, when its type sends one: the first message of each pipe to a peer.
+    pub hello: Option<Vec<u8>>,
+    /// Its `ZMQ_DISCONNECT_MSG`, when its type receives one: what a connector sends it when
+    /// the connection ends (a binder's only, as libzmq).
+    pub disconnect: Option<Vec<u8>>,
+}
+
+/// Queues `hello` (a `ZMQ_HELLO_MSG`) as the first message of a new pipe.
+fn send_hello(w: &mut pipe::Writer, hello: &Option<Vec<u8>>) {
+    if let Some(h) = hello {
+        let _ = w.try_write(Msg::copy_from(h));
+    }
 }
 
 /// A connect made before its bind: the binder's ends wait here.
@@ -35,6 +47,8 @@ struct PendingConnect {
     /// Ends for the binder: reader of messages from the connector, writer towards it.
     reader: pipe::Reader,
     writer: pipe::Writer,
+    /// The connector's slot for the binder's `ZMQ_DISCONNECT_MSG`.
+    disconnect: DisconnectMsg,
 }
 
 #[derive(Default)]
@@ -59,6 +73,7 @@ impl Inproc {
     pub(crate) fn bind(&self, me: InprocPeer, name: &str) -> Result<Vec<(PipeId, PipeEntry)>> {
         let (my_type, my_rid) = (me.socket_type, me.routing_id.clone());
         let (bsnd, brcv) = (me.sndhwm, me.rcvhwm);
+        let (hello, disconnect) = (me.hello.clone(), me.disconnect.clone());
         let shared = me.socket.clone();
         let pending = {
             let mut reg = lock(&self.reg);
@@ -79,6 +94,10 @@ impl Inproc {
             reader.set_hwm(crate::pattern::combined_hwm(brcv, Some(csnd)));
             let mut writer = p.writer;
             writer.set_hwm(crate::pattern::combined_hwm(bsnd, Some(crcv)));
+            send_hello(&mut writer, &hello);
+            if let Some(d) = &disconnect {
+                let _ = p.disconnect.set(d.clone());
+            }
             let mut entry = PipeEntry::new(reader, writer);
             entry.hwm_boost = Some((crcv, csnd));
             entry.endpoint = Some(format!("inproc://{name}"));
@@ -125,6 +144,8 @@ impl Inproc {
             sndhwm: my_snd,
             rcvhwm: my_rcv,
             routing_id: my_rid,
+            hello: my_hello,
+            disconnect: _,
         } = me;
         let mut reg = lock(&self.reg);
         let sum = |a: i32, b: i32| -> u64 {
@@ -144,25 +165,34 @@ impl Inproc {
                     b.routing_id.clone(),
                     b.rcvhwm,
                     b.sndhwm,
+                    b.hello.clone(),
+                    b.disconnect.clone(),
                 )),
             ),
             None => (my_snd.max(0) as u64, my_rcv.max(0) as u64, None),
         };
         // to_peer: connector writes, binder reads; from_peer: binder writes, connector reads.
-        let (to_peer_w, to_peer_r) = pipe::pipe_with(out_hwm, conflate);
-        let (from_peer_w, from_peer_r) = pipe::pipe_with(in_hwm, conflate);
+        let (mut to_peer_w, to_peer_r) = pipe::pipe_with(out_hwm, conflate);
+        let (mut from_peer_w, from_peer_r) = pipe::pipe_with(in_hwm, conflate);
         to_peer_w.set_peer(inproc_props(my_type, &my_rid));
+        send_hello(&mut to_peer_w, &my_hello);
         let my_id = socket.reserve_pipe_id();
+        let disconnect = DisconnectMsg::default();
         let mut entry = PipeEntry::new(from_peer_r, to_peer_w);
+        entry.disconnect_msg = Some(disconnect.clone());
         entry.endpoint = Some(addr.to_string());
         if let Some(rid) = &connect_rid {
             entry.routing_id = rid.clone();
             entry.connect_routing_id = Some(rid.clone());
         }
         match peer {
-            Some((binder, btype, brid, b_rcv, b_snd)) => {
+            Some((binder, btype, brid, b_rcv, b_snd, b_hello, b_disconnect)) => {
                 drop(reg);
                 from_peer_w.set_peer(inproc_props(btype, &brid));
+                send_hello(&mut from_peer_w, &b_hello);
+                if let Some(d) = b_disconnect {
+                    let _ = disconnect.set(d);
+                }
                 entry.peer = Some(inproc_props(btype, &brid));
                 entry.hwm_boost = Some((b_rcv, b_snd));
                 let bid = binder.reserve_pipe_id();
@@ -185,6 +215,7 @@ impl Inproc {
                         connector_hwm: (my_snd, my_rcv),
                         reader: to_peer_r,
                         writer: from_peer_w,
+                        disconnect,
                     });
                 drop(reg);
             }

@@ -181,6 +181,27 @@ impl SocketType {
         )
     }
 
+    /// True for the types that send `ZMQ_HELLO_MSG` on each new connection (libzmq's
+    /// `can_send_hello_msg`).
+    pub fn sends_hello_msg(self) -> bool {
+        use SocketType::*;
+        matches!(self, Router | Server | Client | Dealer | Peer)
+    }
+
+    /// True for the types that receive `ZMQ_DISCONNECT_MSG` from a peer that went away
+    /// (libzmq's `can_recv_disconnect_msg`).
+    pub fn receives_disconnect_msg(self) -> bool {
+        use SocketType::*;
+        matches!(self, Router | Server | Peer)
+    }
+
+    /// True for the types that receive `ZMQ_HICCUP_MSG` when a connection they made breaks
+    /// (libzmq's `can_recv_hiccup_msg`).
+    pub fn receives_hiccup_msg(self) -> bool {
+        use SocketType::*;
+        matches!(self, Client | Dealer | Peer)
+    }
+
     /// True for the draft types (`ZMQ_SERVER` = 12 and up), which libzmq only builds with
     /// `ZMQ_BUILD_DRAFT_API` and rzmq always has.
     pub fn is_draft(self) -> bool {
