@@ -680,7 +680,9 @@ def test_ec_announcement_of_another_version_is_not_used(tmp_path):
     try:
         prod.worker.compat = "another-model"
         prod.save_caches({"x": torch.ones(2, 2)}, "x")
-        assert wait_until(lambda: sched.stats["announcements_refused"] == 1)
+        # Refused at least once: the producer announces it again to a subscriber it sees join
+        # after the first announcement went out, and each one is refused.
+        assert wait_until(lambda: sched.stats["announcements_refused"] >= 1)
         assert not sched.has_cache_item("x")  # this instance encodes it itself
     finally:
         sched.shutdown()
