@@ -143,8 +143,10 @@ if want real; then
   # with SharedMemoryConnector (a), under `rzmq run` with RzmqConnector over TCP (b), over RDMA
   # (soft provider) across two network namespaces (d), and with the talker killed mid-request
   # (kill, over RDMA on loopback); every token id, audio sample and stage payload must equal the
-  # stock run's. Configuration c (RDMA on loopback, finishing) is d's path without the
-  # namespaces; it runs by default in run.sh, not here.
+  # stock run's (audio where code2wav's noise, from the process-global RNG, began where stock's did;
+  # a request that reached code2wav in another order is reported with both orders: compare.py).
+  # Configuration c (RDMA on loopback, finishing) is d's path without the namespaces; it runs by
+  # default in run.sh, not here.
   part python/tests/real/run.sh --configs a,b,d,kill
   # Streaming: a tiny random Qwen3-Omni (MoE thinker and talker, code predictor, code2wav; made
   # locally by make_tiny_qwen3_omni.py) served as vllm-omni's own qwen3_omni_moe.yaml does, with

@@ -52,6 +52,8 @@ case "$FAMILY" in
     qwen3) MODEL="$MODELS/qwen3_omni-h$HIDDEN"; MAKE="$HERE/make_tiny_qwen3_omni.py"; RUN_OUT="$OUT/qwen3-$SIZE" ;;
     *) echo "--model qwen2_5 or qwen3" >&2; exit 2 ;;
 esac
+# compare.py's verdicts on made-up runs first (a second): it decides what the runs below prove.
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider "$HERE/test_compare.py" >&2
 "$VENV/bin/python" "$MAKE" "$MODEL" --thinker-hidden "$HIDDEN" >&2
 exec "$VENV/bin/python" "$HERE/run.py" --venv "$VENV" --model "$MODEL" --out "$RUN_OUT" \
     --configs "$CONFIGS" --requests "$REQUESTS"

@@ -155,6 +155,34 @@ def _wrap(conn, name: str) -> None:
         conn.get_with_deadline = traced_get_dl
 
 
+def watch_noise(model) -> None:
+    """Records each Qwen2.5-Omni code2wav call (when tracing): its codes, its audio, and the
+    state of the process-global torch RNG it starts from.
+
+    code2wav's starting noise is `torch.randn` with no generator (vllm-omni's qwen2_5_omni.py,
+    `_codec_to_audio`), so a request's audio depends on how many draws the requests code2wav
+    took before it made: the order they reached it, which is timing. compare.py holds a
+    request's audio to stock's whenever its codes and this state equal stock's, and reports the
+    rest as the noise's doing, with both orders."""
+    gen = getattr(model, "generate_audio", None)
+    if gen is None or not os.environ.get("RZMQ_REAL_TRACE_DIR"):
+        return
+    import torch
+
+    def traced(code, voice_type, *args, **kwargs):
+        state = hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest()
+        t0 = time.time()
+        audio = gen(code, voice_type, *args, **kwargs)
+        codes = torch.as_tensor(code).reshape(-1).tolist()
+        digests = _tensor_digests(audio) if isinstance(audio, torch.Tensor) else []
+        _emit({"op": "noise", "pid": os.getpid(), "t0": t0, "rng": state,
+               "codes": hashlib.sha256(json.dumps(codes).encode()).hexdigest(),
+               "audio": digests[0][3] if digests else None})
+        return audio
+
+    model.generate_audio = traced
+
+
 def _library() -> str | None:
     try:
         from rzmq import _libcheck

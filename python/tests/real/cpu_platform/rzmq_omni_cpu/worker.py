@@ -32,6 +32,12 @@ class CPUGenerationModelRunner(GPUGenerationModelRunner, CPUModelRunner):
     def _sync_device(self) -> None:
         return None
 
+    def load_model(self, *args, **kwargs) -> None:
+        super().load_model(*args, **kwargs)
+        from rzmq_omni_cpu import trace
+
+        trace.watch_noise(self.model)  # only when tracing (RZMQ_REAL_TRACE_DIR)
+
 
 class _CPUOmniWorker(OmniWorkerMixin, CPUWorker):
     model_runner_cls: type
