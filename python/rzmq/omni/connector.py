@@ -91,6 +91,19 @@ SUBSCRIPTION_SILENCE = 3.5
 DEFAULT_INBOX_BYTES = 256 << 20
 
 
+def _drain(recv, handle, limit: int) -> bool:
+    """Takes up to `limit` messages that wait (`recv` raises zmq.Again when none does) and hands
+    each to `handle`; True when `handle` asked to stop (the rest stay queued)."""
+    for _ in range(limit):
+        try:
+            msg = recv()
+        except zmq.Again:
+            return False
+        if handle(msg):
+            return True
+    return False
+
+
 def _flag(value, default: bool, name: str) -> bool:
     """A connector setting's on/off value by rzmq's one rule (rzmq.env_flag); a bad value is refused."""
     flag = env_flag(value, default)
@@ -474,30 +487,21 @@ class RzmqConnector(OmniConnectorBase):
         poller.register(router, zmq.POLLIN)
         poller.register(wake, zmq.POLLIN)
         last_sweep = time.monotonic()
+
+        def on_command(msg: bytes) -> bool:
+            if msg == _STOP:
+                return True
+            if msg[:1] == b"p":
+                self._route_put(router, msg[1:].decode())
+            return False
+
         try:
             while True:
                 events = dict(poller.poll(500))
-                if wake in events:
-                    stop = False
-                    for _ in range(256):
-                        try:
-                            msg = wake.recv(zmq.NOBLOCK)
-                        except zmq.Again:
-                            break
-                        if msg == _STOP:
-                            stop = True
-                            break
-                        if msg[:1] == b"p":
-                            self._route_put(router, msg[1:].decode())
-                    if stop:
-                        break
+                if wake in events and _drain(lambda: wake.recv(zmq.NOBLOCK), on_command, 256):
+                    break
                 if router in events:
-                    for _ in range(64):
-                        try:
-                            frames = router.recv_multipart(zmq.NOBLOCK)
-                        except zmq.Again:
-                            break
-                        self._answer(router, frames)
+                    _drain(lambda: router.recv_multipart(zmq.NOBLOCK), lambda f: self._answer(router, f), 64)
                 now = time.monotonic()
                 if now - last_sweep >= 1.0:
                     last_sweep = now
@@ -866,36 +870,27 @@ class RzmqConnector(OmniConnectorBase):
                 self._answer_subscription(sub, endpoint, edge, status, meta)
                 self._sub_cond.notify_all()
 
+        def on_command(msg: bytes) -> bool:
+            if msg == _STOP:
+                return True
+            what, arg = msg[:1], msg[1:].decode()
+            if what == b"s":
+                edge, endpoint = arg.split(" ", 1)
+                send_subscribe(endpoint, edge)
+            elif what == b"c":
+                n, endpoint = arg.split(" ", 1)
+                send_credit(endpoint, int(n))
+            return False
+
         try:
             while True:
                 events = dict(poller.poll(200))
-                if rx in events:
-                    stop = False
-                    for _ in range(256):
-                        try:
-                            msg = rx.recv(zmq.NOBLOCK)
-                        except zmq.Again:
-                            break
-                        if msg == _STOP:
-                            stop = True
-                            break
-                        what, arg = msg[:1], msg[1:].decode()
-                        if what == b"s":
-                            edge, endpoint = arg.split(" ", 1)
-                            send_subscribe(endpoint, edge)
-                        elif what == b"c":
-                            n, endpoint = arg.split(" ", 1)
-                            send_credit(endpoint, int(n))
-                    if stop:
-                        break
+                if rx in events and _drain(lambda: rx.recv(zmq.NOBLOCK), on_command, 256):
+                    break
                 for sock, endpoint in list(by_sock.items()):
                     if sock in events:
-                        for _ in range(256):
-                            try:
-                                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
-                            except zmq.Again:
-                                break
-                            on_message(endpoint, frames)
+                        _drain(lambda: sock.recv_multipart(zmq.NOBLOCK, copy=False),
+                               lambda frames: on_message(endpoint, frames), 256)
                 now = time.monotonic()
                 if now - last_beat >= RESUBSCRIBE_INTERVAL:
                     last_beat = now
