@@ -614,7 +614,7 @@ class RzmqConnector(OmniConnectorBase):
                 return
             sub.queue.popleft()
             self._routes.sent(sub, key, size)
-            head = wire.encode_reply(wire.PUSHED, 0, {**content.meta, "key": key})
+            head = wire.encode_reply(wire.PUSHED, 0, {**content.meta, "key": key, "sent": time.time()})
             content.sending += 1
             try:
                 tracker = router.send_multipart([sub.identity, *head, *content.parts], copy=False, track=True)
@@ -732,12 +732,15 @@ class RzmqConnector(OmniConnectorBase):
         owed = self.inbox.credit_due(item.source)
         if owed:
             self._inbox_command(b"c" + f"{owed} {item.source}".encode())
-        self._last_get.info = {"via": "push", "arrived": item.arrived}
+        sent = item.meta.get("sent")
+        self._last_get.info = {"via": "push", "arrived": item.arrived,
+                               "sent": sent if isinstance(sent, (int, float)) else None}
         return self._deliver(item.meta, [p.buffer for p in item.parts], item.frames)
 
     def last_get_info(self) -> dict[str, Any] | None:
         """How the calling thread's last successful get() was served: `via` push or pull, and
-        `arrived` (time.time() when the payload reached this process). For traces."""
+        `arrived` (time.time() when the payload reached this process) and, pushed, `sent` (the
+        producer's time.time() as it sent it). For traces."""
         return getattr(self._last_get, "info", None)
 
     def get_wakeup_generation(self) -> int | None:

@@ -211,7 +211,8 @@ def test_puts_are_pushed_and_gets_are_local(pair):
     for i, a in enumerate(arrays):
         got, n = c.get("0", "1", f"r_0_{i}", meta)
         assert n == a.nbytes and np.array_equal(got.numpy(), a)
-        assert c.last_get_info()["via"] == "push"
+        info = c.last_get_info()  # for traces: when the producer sent it, when it arrived here
+        assert info["via"] == "push" and info["sent"] <= info["arrived"] <= time.time(), info
         got.release()
     h = p.health()
     assert h["pushes"] == 20 and h["requests_served"] == served  # nothing was asked for

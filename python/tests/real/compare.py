@@ -80,6 +80,7 @@ def edge_stats(run: dict) -> dict:
     per_edge = collections.defaultdict(lambda: {"n": 0, "bytes": [], "latency_ms": [], "put_ms": [], "get_ms": [],
                                                 "put_cpu_ms": [], "get_cpu_ms": [], "failed_gets": 0,
                                                 "transport_ms": [], "wait_ms": [], "via": collections.Counter(),
+                                                "send_ms": [], "wire_ms": [],
                                                 "by_chunk": collections.defaultdict(list)})
     misses = {}
     for t in run["traces"]:
@@ -108,6 +109,11 @@ def edge_stats(run: dict) -> dict:
             # receive loop to ask for it.
             ready = t["arrived"] if t.get("via") == "push" and t.get("arrived") else p["t1"]
             e["transport_ms"].append(max(0.0, ready - p["t1"]) * 1e3)
+            if t.get("via") == "push" and t.get("sent") and t.get("arrived"):
+                # a push's transport, split: the producer's service thread taking the key and
+                # sending it, then the transfer and the consumer's receiving thread taking it
+                e["send_ms"].append(max(0.0, t["sent"] - p["t1"]) * 1e3)
+                e["wire_ms"].append(max(0.0, t["arrived"] - t["sent"]) * 1e3)
             e["wait_ms"].append(max(0.0, t["t0"] - ready) * 1e3)
     for (pid, edge), polls in misses.items():
         per_edge[edge]["failed_gets"] += polls
@@ -129,6 +135,7 @@ def summary(run: dict) -> dict:
             "put_ms_median": med(e["put_ms"]), "get_ms_median": med(e["get_ms"]),
             "put_cpu_ms_median": med(e["put_cpu_ms"]), "get_cpu_ms_median": med(e["get_cpu_ms"]),
             "transport_ms_median": med(e["transport_ms"]), "wait_ms_median": med(e["wait_ms"]),
+            "send_ms_median": med(e["send_ms"]), "wire_ms_median": med(e["wire_ms"]),
             "via": dict(e["via"]),
             "latency_ms_by_chunk": {c: med(v) for c, v in sorted(e["by_chunk"].items(), key=lambda x: int(x[0] or 0))},
         }
@@ -332,7 +339,9 @@ def main() -> int:
         for edge, e in s["edges"].items():
             print(f"   edge {edge}: {e['payloads']} payloads, median {e['bytes_median']:.0f} B, "
                   f"latency median {e['latency_ms_median']:.2f} ms (max {e['latency_ms_max']:.2f}), "
-                  f"put {e['put_ms_median']:.2f} ms, transport {e['transport_ms_median']:.2f} ms, waiting for "
+                  f"put {e['put_ms_median']:.2f} ms, transport {e['transport_ms_median']:.2f} ms"
+                  + (f" (sent after {e['send_ms_median']:.2f}, then {e['wire_ms_median']:.2f} to the inbox)"
+                     if e["send_ms_median"] == e["send_ms_median"] else "") + ", waiting for "  # not NaN
                   f"vllm-omni {e['wait_ms_median']:.2f} ms, get {e['get_ms_median']:.2f} ms, empty polls "
                   f"{e['failed_gets']}, served by {e['via']}")
         if s.get("transports"):

@@ -127,7 +127,7 @@ def _wrap(conn, name: str) -> None:
                "tensors": _tensor_digests(obj)}
         how = info() if info is not None else None
         if how:
-            rec["via"], rec["arrived"] = how.get("via"), how.get("arrived")
+            rec["via"], rec["arrived"], rec["sent"] = how.get("via"), how.get("arrived"), how.get("sent")
         _emit(rec)
 
     def _timed(call, from_stage, to_stage, key):
