@@ -21,9 +21,10 @@ Reply (producer -> consumer):
 Push (push.py): a consumer subscribes to an edge (SUBSCRIBE, key = the edge `from_to`, content =
 the credit it grants in bytes, decimal); the producer answers OK with meta {"push", "known",
 "producer"} and from then on sends each payload of that edge unasked: [PUSHED header (request
-id 0), meta with "key" and "sent" (the producer's time.time() as it sent it, for traces), part...]. The consumer returns credit with CREDIT (key "*", content =
-bytes, decimal; no reply). PUSH_OFF [header, meta {"edge"}] tells a subscriber that the edge
-went to several subscribers and is pulled from now on.
+id 0), meta with "key" and "sent" (the producer's time.time() as it sent it, for traces),
+part...]. The consumer returns credit with CREDIT (key "*", content = bytes, decimal; no reply).
+PUSH_OFF [header, meta {"edge"}] tells a subscriber that the edge went to several subscribers and
+is pulled from now on.
 """
 
 from __future__ import annotations

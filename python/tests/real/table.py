@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 NAMES = {
     "a": "stock libzmq, SharedMemoryConnector",
@@ -20,7 +21,7 @@ NAMES = {
 
 
 def fmt(x, spec=".1f"):
-    return "-" if x is None or x != x else format(x, spec)
+    return "-" if x is None or math.isnan(x) else format(x, spec)
 
 
 def main() -> None:

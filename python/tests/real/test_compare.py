@@ -1,6 +1,8 @@
 """compare.py's verdicts on made-up runs: which audio differences code2wav's noise explains.
 
-    python3 -m pytest -q python/tests/real/test_compare.py   (run.sh runs it first)
+    "$(python/tests/real/env.sh | tail -1)/bin/python" -m pytest -q python/tests/real/test_compare.py
+
+(run.sh runs it first, with the real environment's python, which has pytest.)
 """
 
 from __future__ import annotations
