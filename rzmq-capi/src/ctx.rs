@@ -61,10 +61,9 @@ pub unsafe extern "C" fn zmq_ctx_term(ctx: *mut c_void) -> c_int {
         c.term()?;
         // SAFETY: ctx was checked live above; kill succeeds for exactly one caller.
         if unsafe { handle::kill(ctx, CTX_TAG) } {
-            // SAFETY: ctx came from Box::into_raw in zmq_ctx_new and is now dead: no other call
-            // will use it as a context, so ownership moves to the graveyard.
-            let b = unsafe { Box::from_raw(ctx as *mut CtxHandle) };
-            handle::bury(b);
+            // SAFETY: ctx came from Box::into_raw in zmq_ctx_new and is now dead (killed here,
+            // once): no other call will use it as a context, so it moves to the graveyard.
+            unsafe { handle::bury(ctx as *mut CtxHandle) };
         }
         Ok(0)
     })

@@ -205,10 +205,10 @@ pub unsafe extern "C" fn zmq_poller_destroy(poller_p: *mut *mut c_void) -> c_int
         if !unsafe { handle::kill(p, POLLER_TAG) } {
             return Err(Error::Fault);
         }
-        // SAFETY: p came from Box::into_raw in zmq_poller_new and is now dead: no other call
-        // will use it, so ownership moves to the graveyard (its epoll fd is closed there).
-        let b = unsafe { Box::from_raw(p as *mut PollerHandle) };
-        handle::bury(b);
+        // SAFETY: p came from Box::into_raw in zmq_poller_new and is now dead (killed here,
+        // once): no other call will use it, so it moves to the graveyard (its epoll fd is
+        // closed there).
+        unsafe { handle::bury(p as *mut PollerHandle) };
         // SAFETY: writable (caller's contract).
         unsafe { *poller_p = std::ptr::null_mut() };
         Ok(0)

@@ -199,21 +199,23 @@ pub unsafe extern "C" fn zmq_close(s: *mut c_void) -> c_int {
             return Err(Error::NotSock);
         }
         // SAFETY: s is a SocketHandle we allocated, now dead, so no other call will reach its
-        // socket; we take the socket out and then park the handle.
-        let h = unsafe { Box::from_raw(s as *mut SocketHandle) };
+        // socket; we take the socket out and then park the handle (through shared access: the
+        // application's pointer stays valid for reading the dead tag, see handle::bury).
+        let h = unsafe { &*(s as *const SocketHandle) };
         match &h.sock {
             // A call in flight ends first; threads blocked in one wake and find it closed.
             Inner::Safe(ts) => {
                 ts.close();
             }
             Inner::Plain(c) => {
-                // SAFETY: as above, we own the handle now.
+                // SAFETY: as above, the socket is ours now: no other call reaches it.
                 if let Some(sock) = unsafe { (*c.get()).take() } {
                     sock.close();
                 }
             }
         }
-        handle::bury(h);
+        // SAFETY: allocated by zmq_socket with Box::into_raw, killed above (once).
+        unsafe { handle::bury(s as *mut SocketHandle) };
         Ok(0)
     })
 }
