@@ -28,6 +28,7 @@ mod safe;
 
 use endpoints::{EndpointHandle, EndpointRec};
 use recv::RxSize;
+pub use recv::InputFd;
 pub use safe::{Direction, SocketGuard, ThreadSafeSocket, Waiters, WakeFd};
 
 pub use crate::options::{DONTWAIT, SNDMORE};
@@ -335,6 +336,11 @@ impl Socket {
     pub fn events(&mut self) -> Result<i16> {
         self.check_alive()?;
         self.let_go_held();
+        self.events_now()
+    }
+
+    /// Processes commands and reports POLLIN and POLLOUT.
+    fn events_now(&mut self) -> Result<i16> {
         self.process_commands()?;
         let mut ev = 0;
         if self.pattern.has_in(&mut self.pipes) {

@@ -98,6 +98,8 @@ struct RxDecoders {
 /// complete data messages arrived.
 pub struct DirectRx {
     fd: RawFd,
+    /// Unique in the process (see [`DirectRx::id`]).
+    id: u64,
     state: AtomicU8,
     decoders: Mutex<RxDecoders>,
     /// A decoder waits in `handed`, or input came back for the I/O thread to read on.
@@ -138,6 +140,7 @@ impl DirectRx {
     ) -> DirectRx {
         DirectRx {
             fd,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             state: AtomicU8::new(RX_IO),
             decoders: Mutex::new(RxDecoders {
                 spare: Some(decoder),
@@ -157,6 +160,19 @@ impl DirectRx {
     /// The stream's fd.
     pub fn fd(&self) -> RawFd {
         self.fd
+    }
+
+    /// This input's number, unique in the process: tells a new stream from an old one whose
+    /// fd number was reused.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Reader: true while input is the reader's to read when the stream turns readable (held
+    /// between receives, or offered to a socket that asked for it), so the I/O thread leaves
+    /// the stream's readiness to it; false while the I/O thread reads.
+    pub fn readers_turn(&self) -> bool {
+        self.is_held() || self.offered_wanted()
     }
 
     fn decoders(&self) -> std::sync::MutexGuard<'_, RxDecoders> {
@@ -671,6 +687,8 @@ impl DirectRx {
     }
 }
 
+/// The next [`DirectRx::id`].
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 static RECEIVED: AtomicU64 = AtomicU64::new(0);
 static HANDED_BACK: AtomicU64 = AtomicU64::new(0);
 static HELD: AtomicU64 = AtomicU64::new(0);

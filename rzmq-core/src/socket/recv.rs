@@ -3,9 +3,14 @@
 
 use std::time::Instant;
 
+use std::os::fd::RawFd;
+use std::sync::Arc;
+
 use super::{deadline_for, Socket, DONTWAIT};
+use crate::direct::{DirectRx, Received};
 use crate::error::{Error, Result};
 use crate::msg::Msg;
+use crate::pattern::PipeId;
 use crate::sockopt::RecvFlags;
 
 /// How many blocking receives a socket whose pipe has no connection input to ask for (see
@@ -51,6 +56,16 @@ impl RxSize {
         }
         false
     }
+}
+
+/// A connection stream read by its socket itself, as [`Socket::input_fd`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputFd {
+    /// The stream's fd (the connection's I/O thread owns and closes it).
+    pub fd: RawFd,
+    /// Unique in the process to this connection input: a new value means a new stream, even
+    /// under a reused fd number.
+    pub id: u64,
 }
 
 impl Socket {
@@ -127,12 +142,11 @@ impl Socket {
         }
     }
 
-    /// A direct receive; `None` when input is not the socket's to take now.
-    fn direct_recv(&mut self, deadline: Option<Instant>) -> Option<Result<()>> {
-        use crate::direct::Received;
-        // A thread-safe socket has no mailbox fd to poll beside the stream (and its blocking
-        // calls wait with its lock released, never here).
-        let mailbox_fd = self.shared.mailbox.wake().fd()?;
+    /// Claims the only pipe's connection input for a direct receive (asking for it first unless
+    /// frames are large): the pipe and its input, or `None` when it is not the socket's to
+    /// take now (not offered, commands pending, or messages delivered before the offer, whose
+    /// activation is on its way).
+    fn direct_claim(&mut self) -> Option<(PipeId, Arc<DirectRx>)> {
         if self.shared.mailbox.has_pending() {
             return None;
         }
@@ -156,6 +170,47 @@ impl Socket {
             rx.release();
             return None;
         }
+        Some((id, rx))
+    }
+
+    /// Reads claimed input once, without waiting: `Some` when messages went to the pipe
+    /// reader's inbox or input went back to the I/O thread (input released or held as the
+    /// read left it), `None` when nothing complete came (input still claimed).
+    fn direct_read(&mut self, id: PipeId, rx: &DirectRx) -> Option<Result<()>> {
+        // Whole messages go straight to the pipe reader's inbox (the pipe stays while this
+        // thread holds the socket).
+        let Some(e) = self.pipes.get_mut(id) else {
+            rx.release();
+            return Some(Ok(()));
+        };
+        let inbox = e.reader.direct_inbox();
+        let before = inbox.len();
+        let step = rx.receive(inbox);
+        let got = inbox.len() > before;
+        if step == Received::Messages {
+            if inbox.len() > 1 {
+                // A stream: its next turn is read here too (see the pipe reader's read_on).
+                rx.hold(true);
+                e.reader.set_input_held(true);
+            } else {
+                rx.release();
+            }
+        }
+        if step == Received::Nothing {
+            return None;
+        }
+        if got {
+            self.pattern.read_activated(id, &mut self.pipes);
+        }
+        Some(Ok(()))
+    }
+
+    /// A direct receive; `None` when input is not the socket's to take now.
+    fn direct_recv(&mut self, deadline: Option<Instant>) -> Option<Result<()>> {
+        // A thread-safe socket has no mailbox fd to poll beside the stream (and its blocking
+        // calls wait with its lock released, never here).
+        let mailbox_fd = self.shared.mailbox.wake().fd()?;
+        let (id, rx) = self.direct_claim()?;
         // Poll without sleeping for up to the budget first (only while that pays, see
         // crate::direct::Spin), then sleep.
         let budget = self.options.rzmq.busy_poll();
@@ -211,30 +266,8 @@ impl Socket {
                 Some(at) => self.spin.slept(at.elapsed(), budget),
             }
             if fds[1].revents != 0 {
-                // Whole messages go straight to the pipe reader's inbox (the pipe stays while
-                // this thread holds the socket).
-                let Some(e) = self.pipes.get_mut(id) else {
-                    rx.release();
-                    return Some(Ok(()));
-                };
-                let inbox = e.reader.direct_inbox();
-                let before = inbox.len();
-                let step = rx.receive(inbox);
-                let got = inbox.len() > before;
-                if step == Received::Messages {
-                    if inbox.len() > 1 {
-                        // A stream: its next turn is read here too (see the pipe reader's read_on).
-                        rx.hold(true);
-                        e.reader.set_input_held(true);
-                    } else {
-                        rx.release();
-                    }
-                }
-                if step != Received::Nothing {
-                    if got {
-                        self.pattern.read_activated(id, &mut self.pipes);
-                    }
-                    return Some(Ok(()));
+                if let Some(r) = self.direct_read(id, &rx) {
+                    return Some(r);
                 }
             }
             if fds[0].revents != 0 {
@@ -292,6 +325,83 @@ impl Socket {
             }
         }
         self.unwant_input();
+    }
+
+    /// Receives one frame without waiting, for a caller that waits itself (an async runtime's
+    /// reactor) on the socket's fd and on [`Socket::input_fd`]: EAGAIN when no frame can be
+    /// had now, as `recv_msg(DONTWAIT)`. Unlike that call, it keeps direct receives
+    /// (docs/ARCHITECTURE.md): the socket asks for its connection's input, reads the
+    /// connection itself when the input is its to read, and keeps the input when it returns
+    /// EAGAIN, so the next message costs the caller one wake-up and the I/O thread none. Input
+    /// kept by a caller that stops receiving goes back to the I/O thread by itself (after
+    /// `RX_HOLD_STALE`, 2 ms), or at [`Socket::events`] or a `DONTWAIT` receive.
+    pub fn try_recv_msg(&mut self) -> Result<Msg> {
+        self.check_alive()?;
+        self.process_if_pending()?;
+        if self.wanted_rx.is_none() && !self.rx_size.large {
+            if self.want_probe == 0 {
+                self.want_input();
+            } else {
+                self.want_probe -= 1;
+            }
+        }
+        match self.pattern.recv(&mut self.pipes) {
+            Ok(m) => return Ok(self.received(m)),
+            Err(Error::Again) => {}
+            Err(e) => return Err(e),
+        }
+        self.process_commands()?;
+        match self.pattern.recv(&mut self.pipes) {
+            Ok(m) => return Ok(self.received(m)),
+            Err(Error::Again) => {}
+            Err(e) => return Err(e),
+        }
+        self.reap_finished();
+        if let Some((id, rx)) = self.direct_claim() {
+            match self.direct_read(id, &rx) {
+                Some(Ok(())) => match self.pattern.recv(&mut self.pipes) {
+                    Ok(m) => return Ok(self.received(m)),
+                    Err(Error::Again) => self.reap_finished(),
+                    Err(e) => return Err(e),
+                },
+                Some(Err(e)) => return Err(e),
+                // Nothing yet: the input stays this socket's between calls, with any frame cut
+                // by this read (the I/O thread takes it back from a caller that does not come).
+                None => {
+                    rx.hold(false);
+                    if let Some(e) = self.pipes.get_mut(id) {
+                        e.reader.set_input_held(true);
+                    }
+                }
+            }
+        }
+        Err(Error::Again)
+    }
+
+    /// The connection stream a socket reads itself (see [`Socket::try_recv_msg`]) while its
+    /// input is its to read: a caller that got EAGAIN waits for this fd to turn readable as
+    /// well as for the socket's own fd, then calls `try_recv_msg` again. `None` while the
+    /// I/O thread reads the connection (the socket's fd tells of what it delivers).
+    ///
+    /// The fd belongs to the connection's I/O thread, which may close it at any time: watch
+    /// it only through something that forgets a closed fd by itself (an epoll set of the
+    /// caller's own), never register it with a shared reactor, and register it again when
+    /// [`InputFd::id`] changes.
+    pub fn input_fd(&mut self) -> Option<InputFd> {
+        let id = self.pipes.only()?;
+        let rx = self.pipes.get_mut(id)?.reader.direct_rx()?;
+        rx.readers_turn().then(|| InputFd {
+            fd: rx.fd(),
+            id: rx.id(),
+        })
+    }
+
+    /// [`Socket::events`] for a caller of [`Socket::try_recv_msg`]: processes commands and
+    /// reports POLLIN and POLLOUT, but keeps the connection input the socket took (`events`
+    /// gives it back to the I/O thread, as a socket polled by `zmq_poll` must).
+    pub fn events_keeping_input(&mut self) -> Result<i16> {
+        self.check_alive()?;
+        self.events_now()
     }
 
     /// Receives one frame as bytes.
