@@ -32,11 +32,12 @@ docs/BENCHMARKS.md between the compare markers.
         [--baseline DIR]
 
 `--baseline DIR` measures an earlier build in the same rounds (before/after of a change, on the
-same noisy machine): DIR holds that build's `libzmq.so` and its native perf examples
-(`local_thr`, `remote_thr`, `local_lat`, `remote_lat`, `inproc_thr`, `inproc_lat` from
-target/release), run as `rzmq-native@base` and `rzmq-capi@base`; where DIR also holds the RDMA
-examples (`rdma_local_thr`, `rdma_remote_thr`, `rdma_local_lat`, `rdma_remote_lat`), they run
-as `rzmq-rdma-soft@base` (and that build's `libzmq.so` as `rzmq-capi-rdma-soft@base`).
+same noisy machine): DIR holds that build's native perf examples (`local_thr`, `remote_thr`,
+`local_lat`, `remote_lat`, `inproc_thr`, `inproc_lat` from target/release/examples), run as
+`rzmq-native@base`, and where present its `libzmq.so` (`rzmq-capi@base`) and its async
+examples (`async_local_lat`, ...: `rzmq-async@base`); where DIR also holds the RDMA examples
+(`rdma_local_thr`, `rdma_remote_thr`, `rdma_local_lat`, `rdma_remote_lat`), they run as
+`rzmq-rdma-soft@base` (and with that build's `libzmq.so` as `rzmq-capi-rdma-soft@base`).
 
 `--scale` runs instead the cost-as-work-grows rows of issue 30 (`benches/scale/scale.c`, compiled
 once against zmq.h and run on libzmq and, through LD_PRELOAD, on rzmq's C ABI): PUB to 1, 10 and
@@ -559,8 +560,9 @@ def main():
     ap.add_argument("--sizes", help="comma-separated sizes to keep (e.g. 64B,1KiB); with it, nothing is written")
     ap.add_argument("--transports", help="comma-separated transports to keep (tcp,ipc,inproc); with it, nothing is written")
     ap.add_argument("--kinds", help="thr, lat or both; with it, nothing is written")
-    ap.add_argument("--baseline", help="a directory holding an earlier build (its libzmq.so and the native perf "
-                    "examples): adds rzmq-native@base and rzmq-capi@base to the same rounds; nothing is written")
+    ap.add_argument("--baseline", help="a directory holding an earlier build (its libzmq.so, native perf examples "
+                    "and async_* examples, each optional but the native ones): adds rzmq-native@base, "
+                    "rzmq-capi@base and rzmq-async@base to the same rounds; nothing is written")
     a = ap.parse_args()
     if a.scale:
         build([], cargo=not a.no_build)
@@ -575,13 +577,19 @@ def main():
         # Before/after in one run: the earlier build alternates with this one in every round.
         d = os.path.abspath(a.baseline)
         impls["rzmq-native@base"] = ({r: [os.path.join(d, r)] for r in ROLES}, {}, ["tcp", "ipc", "inproc"], False)
-        impls["rzmq-capi@base"] = (libzmq_tools(), {"LD_PRELOAD": os.path.join(d, "libzmq.so"), "RZMQ_RDMA": "off"},
-                                   ["tcp", "ipc", "inproc"], False)
+        if os.path.exists(os.path.join(d, "libzmq.so")):
+            impls["rzmq-capi@base"] = (libzmq_tools(), {"LD_PRELOAD": os.path.join(d, "libzmq.so"), "RZMQ_RDMA": "off"},
+                                       ["tcp", "ipc", "inproc"], False)
+        if os.path.exists(os.path.join(d, "async_local_lat")):
+            impls["rzmq-async@base"] = ({r: [os.path.join(d, "async_" + r)] for r in ROLES}, {},
+                                        ["tcp", "ipc", "inproc"], False)
         if all(os.path.exists(os.path.join(d, "rdma_" + r)) for r in ROLES[:4]):
             impls["rzmq-rdma-soft@base"] = ({r: [os.path.join(d, "rdma_" + r)] for r in ROLES[:4]}, dict(RDMA_ENV),
                                             ["tcp"], True)
-            impls["rzmq-capi-rdma-soft@base"] = (libzmq_tools(), dict(RDMA_ENV, LD_PRELOAD=os.path.join(d, "libzmq.so")),
-                                                 ["tcp"], True)
+            if os.path.exists(os.path.join(d, "libzmq.so")):
+                impls["rzmq-capi-rdma-soft@base"] = (libzmq_tools(),
+                                                     dict(RDMA_ENV, LD_PRELOAD=os.path.join(d, "libzmq.so")),
+                                                     ["tcp"], True)
         a.no_write = True
     if a.only:
         keep = set(a.only.split(",")) | {"libzmq"}

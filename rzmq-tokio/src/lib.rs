@@ -6,13 +6,28 @@
 //! (`Vec<Msg>`). It works on tokio's current-thread and multi-thread runtimes and over every
 //! transport rzmq has (tcp, ipc, inproc, and RDMA once an upgrader is installed).
 //!
-//! Readiness comes from the socket's own notification fd (`ZMQ_FD`) registered with tokio's
-//! reactor ([`tokio::io::unix::AsyncFd`]): no polling loop, no thread per socket. The fd is
-//! edge-like (readable means "ask `ZMQ_EVENTS`"), and every wait re-checks the socket's events
-//! after it found nothing to do and before it sleeps, so no wake-up is missed. Each operation
-//! tries the non-blocking call first and touches the reactor only when that would block.
+//! Readiness comes from the socket's own notification fd (`ZMQ_FD`), watched by tokio's reactor
+//! through an [`tokio::io::unix::AsyncFd`] that owns the socket: no polling loop, no thread per
+//! socket. The fd is edge-like (readable means "ask `ZMQ_EVENTS`"), and every wait re-checks the
+//! socket's events after it found nothing to do and before it sleeps, so no wake-up is missed.
+//! Each operation tries the non-blocking call first and touches the reactor only when that would
+//! block. A receive takes rzmq-core's direct path: when a connection's input is the socket's to
+//! read, the task reads the connection itself on its own thread when the stream turns readable,
+//! and a reply costs one wake-up, as a blocking receive does, not a hand-off through the I/O
+//! thread.
 //!
-//! # Cancellation
+//! Every operation spends the task's cooperative budget ([`tokio::task::coop`]), also when it
+//! completes at once: `loop { s.recv().await }` on a busy socket yields to the runtime's other
+//! tasks now and then, as a tokio socket does.
+//!
+//! [`AsyncSocket`] is `Send` (not `Sync`, as [`rzmq_core::Socket`]): move it into a task, or
+//! split it into a Stream task and a Sink task with `futures::StreamExt::split`. (Known issue,
+//! under investigation: the two halves of a split socket can miss a wake-up and stall under
+//! load; `tests/scheduling.rs` keeps the reproducer, ignored.)
+//!
+//! # Cancel safety
+//!
+//! Each async method's docs have a `# Cancel safety` section; in short:
 //!
 //! - [`AsyncSocket::recv`], [`AsyncSocket::recv_multipart`], [`AsyncSocket::poll_recv`],
 //!   [`AsyncSocket::poll_recv_multipart`] and the Stream's `poll_next` are cancel-safe: a
@@ -55,8 +70,12 @@
 //! # }
 //! ```
 
+mod epoll;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod readiness;
 mod socket;
 mod stream;
+mod waiters;
 
 pub use socket::{AsyncSocket, RecvMsg, RecvMultipart, SendMsg};

@@ -1,5 +1,6 @@
-//! Readiness of one rzmq socket for tokio: its notification fd (`ZMQ_FD`) registered with the
-//! runtime's reactor through [`AsyncFd`], and the discipline that fd needs.
+//! Readiness of one rzmq socket for tokio: the socket itself, owned by the [`AsyncFd`] that
+//! registers its epoll set (see the epoll module) with the runtime's reactor, the waiter slots,
+//! and the discipline the socket's fd needs.
 //!
 //! `ZMQ_FD` is edge-like: it turns readable when commands reach a socket whose mailbox was
 //! drained and idle, and that says only "ask `events()`". A command taken off the mailbox by any
@@ -7,129 +8,74 @@
 //! would-block does not drain the mailbox at all. So before a task sleeps it must drain with
 //! `events()` itself: after that drain the next command signals the fd again (or a signal already
 //! in flight lands), which the reactor turns into a fresh readiness event. Tokio's readiness
-//! ticks close the remaining window: [`AsyncFdReadyGuard::clear_ready`] forgets only the event
-//! this poll saw, never one that arrived while it was checking.
+//! ticks close the remaining window: [`AsyncFdReadyMutGuard::clear_ready`] forgets only the event
+//! this poll saw, never one that arrived while it was checking. A receive that would block also
+//! leaves the connection's stream in the set while the socket reads it itself (rzmq-core's direct
+//! receives): that stream turning readable is a wake-up too.
 //!
-//! One fd serves two directions (receive and send) that two tasks may wait on at once (a Stream
-//! and a Sink split apart). Tokio keeps one waker per fd and direction, so both directions
-//! register through one fan-out waker that wakes both waiting tasks, and a task whose `events()`
-//! shows the other direction ready wakes that direction's task before it clears the readiness.
+//! Every poll spends the task's cooperative budget ([`tokio::task::coop`]), the first try that
+//! completes at once included: a task that drains a busy socket in a loop yields to the others
+//! on its runtime as it would on a tokio socket.
 //!
-//! This module owns the fd registration and the waiting; it knows nothing of messages.
+//! This module owns the registration and the waiting; it knows nothing of messages.
 //!
-//! [`AsyncFdReadyGuard::clear_ready`]: tokio::io::unix::AsyncFdReadyGuard::clear_ready
+//! [`AsyncFdReadyMutGuard::clear_ready`]: tokio::io::unix::AsyncFdReadyMutGuard::clear_ready
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::Arc;
+use std::task::{ready, Context, Poll, Waker};
 
 use rzmq_core::socket::{POLLIN, POLLOUT};
 use rzmq_core::{Error, Result, Socket};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-/// A direction a task waits for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Dir {
-    /// A message to receive (`POLLIN`).
-    Recv = 0,
-    /// Room to send (`POLLOUT`).
-    Send = 1,
-}
+use crate::epoll::EpollSet;
+use crate::waiters::{Dir, Waiters};
 
 impl Dir {
+    /// The direction's `ZMQ_EVENTS` bit.
     fn bit(self) -> i16 {
         match self {
             Dir::Recv => POLLIN,
             Dir::Send => POLLOUT,
         }
     }
-
-    fn other(self) -> Dir {
-        match self {
-            Dir::Recv => Dir::Send,
-            Dir::Send => Dir::Recv,
-        }
-    }
 }
 
-/// The socket's notification fd, borrowed: the [`Socket`] owns and closes it, and
-/// [`Readiness`] is dropped (deregistered) before the socket.
-struct MailboxFd(RawFd);
+/// The socket with the epoll set the reactor watches for it: what the [`AsyncFd`] owns, so the
+/// registered fd lives exactly as long as its registration.
+#[derive(Debug)]
+pub(crate) struct Watched {
+    sock: Socket,
+    set: EpollSet,
+}
 
-impl AsRawFd for MailboxFd {
+impl AsRawFd for Watched {
     fn as_raw_fd(&self) -> RawFd {
-        self.0
+        self.set.as_raw_fd()
     }
 }
 
-/// The tasks waiting, one slot per [`Dir`]; woken together by the reactor.
-#[derive(Default)]
-struct Waiters {
-    slots: Mutex<[Option<Waker>; 2]>,
-}
-
-impl Waiters {
-    fn slots(&self) -> std::sync::MutexGuard<'_, [Option<Waker>; 2]> {
-        // A waker's wake cannot leave the slots half-written: recover from poisoning.
-        self.slots.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn set(&self, dir: Dir, w: &Waker) {
-        let mut s = self.slots();
-        match &s[dir as usize] {
-            Some(old) if old.will_wake(w) => {}
-            _ => s[dir as usize] = Some(w.clone()),
-        }
-    }
-
-    fn clear(&self, dir: Dir) {
-        self.slots()[dir as usize] = None;
-    }
-
-    fn wake_dir(&self, dir: Dir) {
-        let w = self.slots()[dir as usize].take();
-        if let Some(w) = w {
-            w.wake();
-        }
-    }
-}
-
-impl Wake for Waiters {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        let [a, b] = std::mem::take(&mut *self.slots());
-        for w in [a, b].into_iter().flatten() {
-            w.wake();
-        }
-    }
-}
-
-/// One socket's registration with the tokio reactor.
+/// One socket's registration with the tokio reactor, owning the socket.
 pub(crate) struct Readiness {
-    fd: AsyncFd<MailboxFd>,
+    fd: AsyncFd<Watched>,
     waiters: Arc<Waiters>,
     /// The fan-out waker handed to the reactor (wakes every slot of `waiters`).
     fanout: Waker,
 }
 
 impl Readiness {
-    /// Registers `sock`'s notification fd with the current runtime (which must have I/O
-    /// enabled: panics outside a runtime, as [`AsyncFd::register_with_interest`] does).
-    ///
-    /// # Safety
-    ///
-    /// The returned value must be dropped before `sock` (which owns and closes the fd).
-    pub(crate) unsafe fn new(sock: &Socket) -> io::Result<Readiness> {
-        // SAFETY: the fd is `sock`'s mailbox eventfd, open for the socket's whole life and never
-        // replaced; the caller drops this registration before the socket.
-        let fd =
-            unsafe { AsyncFd::register_with_interest(MailboxFd(sock.fd()), Interest::READABLE) }
-                .map_err(|e| e.into_parts().1)?;
+    /// Takes `sock` and registers it with the current runtime (which must have I/O enabled:
+    /// panics outside a runtime, as [`AsyncFd::register_with_interest`] does). On an error the
+    /// socket is dropped (closed).
+    pub(crate) fn new(sock: Socket) -> io::Result<Readiness> {
+        let set = EpollSet::new(sock.fd())?;
+        // SAFETY: the registered fd is the epoll set's, an `OwnedFd` inside `Watched`: open
+        // until `Watched` is dropped, which the AsyncFd does only after deregistering it (in
+        // its drop or `into_inner`), and never replaced (nothing here swaps `Watched::set`).
+        let fd = unsafe { AsyncFd::register_with_interest(Watched { sock, set }, Interest::READABLE) }?;
         let waiters = Arc::new(Waiters::default());
         let fanout = Waker::from(waiters.clone());
         Ok(Readiness {
@@ -139,52 +85,74 @@ impl Readiness {
         })
     }
 
+    /// The socket.
+    pub(crate) fn socket(&self) -> &Socket {
+        &self.fd.get_ref().sock
+    }
+
+    /// The socket, mutably.
+    pub(crate) fn socket_mut(&mut self) -> &mut Socket {
+        &mut self.fd.get_mut().sock
+    }
+
+    /// Deregisters from the reactor and gives the socket back.
+    pub(crate) fn into_socket(self) -> Socket {
+        self.fd.into_inner().sock
+    }
+
     /// Drives `op`, a non-blocking attempt that returns `Ok(None)` when it would block, to
-    /// completion: tries it at once, and when it would block, waits for the socket's fd as the
-    /// module docs describe. `Pending` leaves `cx`'s waker registered for `dir`.
+    /// completion: spends a unit of the task's budget (`Pending` when it is spent, with the
+    /// task woken once it has yielded), tries `op` at once, and when it would block, waits for
+    /// the socket as the module docs describe. `Pending` leaves `cx`'s waker registered for
+    /// `dir`.
     pub(crate) fn poll_op<T>(
-        &self,
+        &mut self,
         cx: &mut Context<'_>,
-        sock: &mut Socket,
         dir: Dir,
         mut op: impl FnMut(&mut Socket) -> Result<Option<T>>,
     ) -> Poll<Result<T>> {
-        if let Some(v) = op(sock)? {
-            return Poll::Ready(Ok(v));
+        let coop = ready!(tokio::task::coop::poll_proceed(cx));
+        if let Some(r) = op(&mut self.fd.get_mut().sock).transpose() {
+            coop.made_progress();
+            return Poll::Ready(r);
         }
         // Registered before the reactor is asked, so an event between the two wakes this task.
         self.waiters.set(dir, cx.waker());
         let mut fan = Context::from_waker(&self.fanout);
         loop {
-            let mut guard = match self.fd.poll_read_ready(&mut fan) {
+            if dir == Dir::Recv {
+                // The stream the socket reads itself (if any) wakes this task too.
+                let w = self.fd.get_mut();
+                let input = w.sock.input_fd();
+                w.set.watch_input(input);
+            }
+            let mut guard = match self.fd.poll_read_ready_mut(&mut fan) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Ok(g)) => g,
                 Poll::Ready(Err(e)) => {
                     self.waiters.clear(dir);
+                    coop.made_progress();
                     return Poll::Ready(Err(Error::from(e)));
                 }
             };
-            // The drain that makes the next command signal the fd again (module docs).
-            let ev = match sock.events() {
-                Ok(ev) => ev,
-                Err(e) => {
-                    self.waiters.clear(dir);
-                    return Poll::Ready(Err(e));
+            let sock = &mut guard.get_inner_mut().sock;
+            // The drain that makes the next command signal the fd again (module docs); it
+            // keeps the connection input a receive took (rzmq-core's try_recv_msg).
+            let r = match sock.events_keeping_input() {
+                Ok(ev) => {
+                    if ev & dir.other().bit() != 0 {
+                        self.waiters.wake_dir(dir.other());
+                    }
+                    // Tried whatever the events say: input the socket reads itself is not
+                    // in them.
+                    op(sock)
                 }
+                Err(e) => Err(e),
             };
-            if ev & dir.other().bit() != 0 {
-                self.waiters.wake_dir(dir.other());
-            }
-            if ev & dir.bit() != 0 {
-                let done = match op(sock) {
-                    Ok(None) => None,
-                    Ok(Some(v)) => Some(Ok(v)),
-                    Err(e) => Some(Err(e)),
-                };
-                if let Some(r) = done {
-                    self.waiters.clear(dir);
-                    return Poll::Ready(r);
-                }
+            if let Some(r) = r.transpose() {
+                self.waiters.clear(dir);
+                coop.made_progress();
+                return Poll::Ready(r);
             }
             // Forgets only the event this guard saw; a later one keeps the fd ready and the
             // loop checks again instead of sleeping.

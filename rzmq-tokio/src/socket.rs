@@ -1,8 +1,9 @@
 //! [`AsyncSocket`]: an rzmq [`Socket`] whose sends and receives are futures on tokio, and the
 //! futures themselves ([`SendMsg`], [`RecvMsg`], [`RecvMultipart`]).
 //!
-//! Every operation first tries the socket's non-blocking call (`DONTWAIT`) and waits for the
-//! socket's fd only when that would block (see the readiness module). What must survive a
+//! Every operation first tries the socket's non-blocking call (a `DONTWAIT` send, rzmq-core's
+//! `try_recv_msg`, which reads the connection on this thread when the socket may) and waits
+//! for the socket only when that would block (see the readiness module). What must survive a
 //! dropped future lives in the socket, not in the future: the frames of a message received in
 //! part, and the frames of a message whose first frame was sent (rzmq's pipes check the
 //! high-water mark at a message's first frame only, so the rest go at once in practice; the
@@ -17,7 +18,8 @@ use std::task::{Context, Poll};
 
 use rzmq_core::{Error, Msg, Result, Socket, DONTWAIT, SNDMORE};
 
-use crate::readiness::{Dir, Readiness};
+use crate::readiness::Readiness;
+use crate::waiters::Dir;
 
 /// A message on its way out: one frame, or the frames of a multipart message (first first).
 #[derive(Debug)]
@@ -46,9 +48,8 @@ impl Outgoing {
 /// [`AsyncSocket::get_mut`], or the [`AsyncSocket::bind`] and [`AsyncSocket::connect`]
 /// shortcuts). Dropping it closes the socket (with its `ZMQ_LINGER`).
 pub struct AsyncSocket {
-    /// Declared first: dropped, so deregistered from the reactor, before `sock` closes the fd.
-    readiness: Readiness,
-    sock: Socket,
+    /// The socket, owned by its registration with the reactor.
+    io: Readiness,
     /// Frames of a message received in part (kept across dropped futures).
     rx_partial: Vec<Msg>,
     /// The frames left of a message whose first frame was sent (kept across dropped futures).
@@ -60,7 +61,7 @@ pub struct AsyncSocket {
 impl std::fmt::Debug for AsyncSocket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AsyncSocket")
-            .field("socket", &self.sock)
+            .field("socket", self.io.socket())
             .field("rx_partial", &self.rx_partial.len())
             .field("tx_tail", &self.tx_tail.len())
             .finish()
@@ -74,12 +75,8 @@ impl AsyncSocket {
     /// The socket's `RCVTIMEO`/`SNDTIMEO` play no part: the futures wait until they complete
     /// (use `tokio::time::timeout` for a deadline).
     pub fn new(sock: Socket) -> Result<AsyncSocket> {
-        // SAFETY: `readiness` is declared before `sock` in AsyncSocket, so it is dropped first,
-        // and `into_inner` drops it before giving the socket back.
-        let readiness = unsafe { Readiness::new(&sock) }.map_err(Error::from)?;
         Ok(AsyncSocket {
-            readiness,
-            sock,
+            io: Readiness::new(sock).map_err(Error::from)?,
             rx_partial: Vec::new(),
             tx_tail: VecDeque::new(),
             sink_item: None,
@@ -88,42 +85,42 @@ impl AsyncSocket {
 
     /// The socket, for options and introspection.
     pub fn get_ref(&self) -> &Socket {
-        &self.sock
+        self.io.socket()
     }
 
     /// The socket, for options, `bind`, `connect`, `subscribe` and the like. Sending or
     /// receiving through it directly bypasses this wrapper's bookkeeping; a blocking call
     /// blocks the runtime's thread.
     pub fn get_mut(&mut self) -> &mut Socket {
-        &mut self.sock
+        self.io.socket_mut()
     }
 
     /// Deregisters from the runtime and gives the socket back. Frames held for a message
     /// received in part, or left of a message sent in part, are dropped: finish receiving and
     /// flush (the Sink's `poll_flush`) first.
     pub fn into_inner(self) -> Socket {
-        let AsyncSocket {
-            readiness, sock, ..
-        } = self;
-        drop(readiness);
-        sock
+        self.io.into_socket()
     }
 
     /// Binds the socket to `addr` ([`Socket::bind`]).
     pub fn bind(&mut self, addr: &str) -> Result<()> {
-        self.sock.bind(addr)
+        self.io.socket_mut().bind(addr)
     }
 
     /// Connects the socket to `addr` ([`Socket::connect`]).
     pub fn connect(&mut self, addr: &str) -> Result<()> {
-        self.sock.connect(addr)
+        self.io.socket_mut().connect(addr)
     }
 
     /// Sends `msg` as a single-frame message once the socket has room.
     ///
-    /// Not cancel-safe by dropping alone: a dropped future that has not completed never sent
-    /// its message, and the message is dropped with it. Keep the future (`&mut fut` in
-    /// `tokio::select!`) and call [`SendMsg::take_message`] to get it back.
+    /// # Cancel safety
+    ///
+    /// Not cancel-safe by dropping alone: a future dropped before it completed never sent its
+    /// message, and the message is dropped with it. Keep the future (`&mut fut` in
+    /// `tokio::select!`) and call [`SendMsg::take_message`] to get the message back; polled
+    /// again instead, the future sends it. A completed send is on its way (in the socket's
+    /// pipe or the kernel), as after a blocking send.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -150,8 +147,14 @@ impl AsyncSocket {
     }
 
     /// Sends the frames of `parts` as one multipart message once the socket has room
-    /// (EINVAL for no frames). Cancellation as for [`AsyncSocket::send`]: the message is
-    /// committed once its first frame is accepted, and then sent whole.
+    /// (EINVAL for no frames).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`AsyncSocket::send`], and never half a message: until the socket accepts the first
+    /// frame, [`SendMsg::take_message`] gives every frame back; from then on the message is
+    /// committed, and the socket sends its other frames (at once, or first thing at its next
+    /// send or flush) even if the future is dropped.
     pub fn send_multipart<I, T>(&mut self, parts: I) -> SendMsg<'_>
     where
         I: IntoIterator<Item = T>,
@@ -165,7 +168,11 @@ impl AsyncSocket {
     }
 
     /// Receives one frame ([`Msg::more`] tells whether frames of the same message follow).
-    /// Cancel-safe: a frame is taken from the socket only in the poll that returns it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: a frame is taken from the socket only in the poll that returns it, so a
+    /// future dropped before it completed leaves every frame for the next receive.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -189,25 +196,41 @@ impl AsyncSocket {
         RecvMsg { sock: self }
     }
 
-    /// Receives a whole message (all its frames). Cancel-safe: a message is taken from the
-    /// socket only in the poll that returns it.
+    /// Receives a whole message (all its frames).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: a message is taken from the socket only in the poll that returns it.
+    /// Frames of it read before a would-block (rzmq's pipes make a message visible whole, so
+    /// this is rare) stay in this `AsyncSocket` for the next receive, which returns them
+    /// first.
     pub fn recv_multipart(&mut self) -> RecvMultipart<'_> {
         RecvMultipart { sock: self }
     }
 
     /// Polls for one frame (as [`AsyncSocket::recv`]); `Pending` registers `cx`'s waker.
+    ///
+    /// # Cancel safety
+    ///
+    /// A `Pending` poll takes nothing: the caller may stop polling at any point and lose no
+    /// frame. (Input from the connection that the socket kept for the next poll goes back to
+    /// its I/O thread by itself within milliseconds, see [`Socket::try_recv_msg`].)
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Msg>> {
         let partial = &mut self.rx_partial;
-        self.readiness
-            .poll_op(cx, &mut self.sock, Dir::Recv, |s| try_recv_one(s, partial))
+        self.io
+            .poll_op(cx, Dir::Recv, |s| try_recv_one(s, partial))
     }
 
-    /// Polls for a whole message (as [`AsyncSocket::recv_multipart`]).
+    /// Polls for a whole message (as [`AsyncSocket::recv_multipart`]); `Pending` registers
+    /// `cx`'s waker.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`AsyncSocket::poll_recv`]: a caller that stops polling after `Pending` loses nothing.
     pub fn poll_recv_multipart(&mut self, cx: &mut Context<'_>) -> Poll<Result<Vec<Msg>>> {
         let partial = &mut self.rx_partial;
-        self.readiness.poll_op(cx, &mut self.sock, Dir::Recv, |s| {
-            try_recv_whole(s, partial)
-        })
+        self.io
+            .poll_op(cx, Dir::Recv, |s| try_recv_whole(s, partial))
     }
 
     /// Polls to send the message in `out` (first finishing the frames left of an earlier
@@ -219,9 +242,8 @@ impl AsyncSocket {
         out: &mut Option<Outgoing>,
     ) -> Poll<Result<()>> {
         let tail = &mut self.tx_tail;
-        self.readiness.poll_op(cx, &mut self.sock, Dir::Send, |s| {
-            try_send_out(s, out, tail)
-        })
+        self.io
+            .poll_op(cx, Dir::Send, |s| try_send_out(s, out, tail))
     }
 
     /// [`AsyncSocket::poll_send_out`] for the Sink's item.
@@ -238,7 +260,7 @@ fn try_recv_one(s: &mut Socket, partial: &mut Vec<Msg>) -> Result<Option<Msg>> {
     if !partial.is_empty() {
         return Ok(Some(partial.remove(0)));
     }
-    match s.recv_msg(DONTWAIT) {
+    match s.try_recv_msg() {
         Ok(m) => Ok(Some(m)),
         Err(Error::Again) => Ok(None),
         Err(e) => Err(e),
@@ -251,7 +273,7 @@ fn try_recv_whole(s: &mut Socket, partial: &mut Vec<Msg>) -> Result<Option<Vec<M
         if partial.last().is_some_and(|m| !m.more()) {
             return Ok(Some(std::mem::take(partial)));
         }
-        match s.recv_msg(DONTWAIT) {
+        match s.try_recv_msg() {
             Ok(m) => partial.push(m),
             Err(Error::Again) => return Ok(None),
             Err(e) => return Err(e),

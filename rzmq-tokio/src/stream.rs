@@ -20,6 +20,12 @@ use crate::socket::{AsyncSocket, Outgoing};
 impl Stream for AsyncSocket {
     type Item = Result<Vec<Msg>>;
 
+    /// The next whole message; `None` once the context terminates.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`AsyncSocket::poll_recv_multipart`]: a `Pending` poll takes nothing, so a `next()`
+    /// future dropped in a `select!` loses no message.
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         match self.get_mut().poll_recv_multipart(cx) {
             Poll::Pending => Poll::Pending,
@@ -43,6 +49,12 @@ fn poll_item(sock: &mut AsyncSocket, cx: &mut Context<'_>) -> Poll<Result<()>> {
 impl Sink<Vec<Msg>> for AsyncSocket {
     type Error = Error;
 
+    /// Ready once the message held from the last `start_send` (if any) is accepted.
+    ///
+    /// # Cancel safety
+    ///
+    /// The held message belongs to the socket: a caller that stops polling loses nothing, and
+    /// the next `poll_ready`, `poll_flush` or `poll_close` goes on sending it.
     fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let this = self.get_mut();
         if this.sink_item.is_none() {
@@ -62,10 +74,20 @@ impl Sink<Vec<Msg>> for AsyncSocket {
         Ok(())
     }
 
+    /// Ready once the held message (if any) is accepted by the socket.
+    ///
+    /// # Cancel safety
+    ///
+    /// As `poll_ready`.
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         poll_item(self.get_mut(), cx)
     }
 
+    /// As `poll_flush` (the socket stays open: dropping it closes it).
+    ///
+    /// # Cancel safety
+    ///
+    /// As `poll_ready`.
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         poll_item(self.get_mut(), cx)
     }
