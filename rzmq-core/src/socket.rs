@@ -27,8 +27,8 @@ mod recv;
 mod safe;
 
 use endpoints::{EndpointHandle, EndpointRec};
-use recv::RxSize;
 pub use recv::InputFd;
+use recv::RxSize;
 pub use safe::{Direction, SocketGuard, ThreadSafeSocket, Waiters, WakeFd};
 
 pub use crate::options::{DONTWAIT, SNDMORE};

@@ -71,7 +71,10 @@ fn loom_fanout_wakes_both_split_tasks() {
         fan.wake_by_ref();
         for t in [rx, tx] {
             let (task, saw) = t.join().unwrap();
-            assert!(saw || task.woken(), "a task missed both readiness and its wake-up");
+            assert!(
+                saw || task.woken(),
+                "a task missed both readiness and its wake-up"
+            );
         }
     });
 }
@@ -96,7 +99,10 @@ fn loom_wake_dir_hands_the_wakeup_over() {
         input.store(true, Ordering::SeqCst);
         w.wake_dir(Dir::Recv);
         let (task, saw) = receiver.join().unwrap();
-        assert!(saw || task.woken(), "the receiving task missed its hand-off");
+        assert!(
+            saw || task.woken(),
+            "the receiving task missed its hand-off"
+        );
     });
 }
 
@@ -115,6 +121,9 @@ fn loom_repark_keeps_the_wakeup() {
         w.wake_all();
         let saw = t.join().unwrap();
         assert!(saw || task.woken());
-        assert!(task.woken.load(Ordering::SeqCst) <= 1, "woken once per wake");
+        assert!(
+            task.woken.load(Ordering::SeqCst) <= 1,
+            "woken once per wake"
+        );
     });
 }

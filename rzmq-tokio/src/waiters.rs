@@ -157,7 +157,10 @@ mod tests {
         w.set(Dir::Recv, &rw);
         w.set(Dir::Recv, &w2);
         w.wake_dir(Dir::Recv);
-        assert_eq!((rc.0.load(Ordering::SeqCst), c2.0.load(Ordering::SeqCst)), (1, 1));
+        assert_eq!(
+            (rc.0.load(Ordering::SeqCst), c2.0.load(Ordering::SeqCst)),
+            (1, 1)
+        );
     }
 
     /// Threads parking, clearing and waking at once (under Miri: no data race, no leak; in

@@ -91,7 +91,10 @@ async fn the_stream_of_a_busy_socket_lets_other_tasks_run() {
         }),
     )
     .await;
-    assert!(at < BUSY, "the other task first ran after {at} of {BUSY} messages");
+    assert!(
+        at < BUSY,
+        "the other task first ran after {at} of {BUSY} messages"
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -114,7 +117,10 @@ async fn filling_a_socket_with_room_lets_other_tasks_run() {
         }),
     )
     .await;
-    assert!(at < BUSY, "the other task first ran after {at} of {BUSY} sends");
+    assert!(
+        at < BUSY,
+        "the other task first ran after {at} of {BUSY} sends"
+    );
     for i in 0..BUSY {
         assert_eq!(pull.get_mut().recv_bytes(0).unwrap(), i.to_le_bytes());
     }
