@@ -26,7 +26,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll, Waker};
 
-use rzmq_core::socket::{POLLIN, POLLOUT};
+use rzmq_core::socket::{WakeFd, POLLIN, POLLOUT};
 use rzmq_core::{Error, Result, Socket};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
@@ -50,6 +50,9 @@ impl Dir {
 pub(crate) struct Watched {
     sock: Socket,
     set: EpollSet,
+    /// A thread-safe socket's wake-up, which stands in the set for `ZMQ_FD` (such a socket has
+    /// none: [`Socket::fd`] is -1), registered with the socket's [`Socket::waiters`].
+    wake: Option<WakeFd>,
 }
 
 impl AsRawFd for Watched {
@@ -70,12 +73,23 @@ impl Readiness {
     /// Takes `sock` and registers it with the current runtime (which must have I/O enabled:
     /// panics outside a runtime, as [`AsyncFd::register_with_interest`] does). On an error the
     /// socket is dropped (closed).
-    pub(crate) fn new(sock: Socket) -> io::Result<Readiness> {
-        let set = EpollSet::new(sock.fd())?;
+    pub(crate) fn new(sock: Socket) -> Result<Readiness> {
+        let wake = match sock.waiters() {
+            Some(w) => {
+                let wake = WakeFd::new()?;
+                w.add(&wake);
+                Some(wake)
+            }
+            None => None,
+        };
+        let set = EpollSet::new(wake.as_ref().map_or(sock.fd(), WakeFd::fd))?;
         // SAFETY: the registered fd is the epoll set's, an `OwnedFd` inside `Watched`: open
         // until `Watched` is dropped, which the AsyncFd does only after deregistering it (in
         // its drop or `into_inner`), and never replaced (nothing here swaps `Watched::set`).
-        let fd = unsafe { AsyncFd::register_with_interest(Watched { sock, set }, Interest::READABLE) }?;
+        let fd = unsafe {
+            AsyncFd::register_with_interest(Watched { sock, set, wake }, Interest::READABLE)
+        }
+        .map_err(|e| Error::from(io::Error::from(e)))?;
         let waiters = Arc::new(Waiters::default());
         let fanout = Waker::from(waiters.clone());
         Ok(Readiness {
@@ -97,7 +111,11 @@ impl Readiness {
 
     /// Deregisters from the reactor and gives the socket back.
     pub(crate) fn into_socket(self) -> Socket {
-        self.fd.into_inner().sock
+        let w = self.fd.into_inner();
+        if let (Some(wake), Some(waiters)) = (&w.wake, w.sock.waiters()) {
+            waiters.remove(wake);
+        }
+        w.sock
     }
 
     /// Drives `op`, a non-blocking attempt that returns `Ok(None)` when it would block, to
@@ -135,7 +153,12 @@ impl Readiness {
                     return Poll::Ready(Err(Error::from(e)));
                 }
             };
-            let sock = &mut guard.get_inner_mut().sock;
+            let w = guard.get_inner_mut();
+            if let Some(wake) = &w.wake {
+                // Taken before the drain, never after: a signal in between stays (WakeFd::clear).
+                wake.clear();
+            }
+            let sock = &mut w.sock;
             // The drain that makes the next command signal the fd again (module docs); it
             // keeps the connection input a receive took (rzmq-core's try_recv_msg).
             let r = match sock.events_keeping_input() {

@@ -76,7 +76,7 @@ impl AsyncSocket {
     /// (use `tokio::time::timeout` for a deadline).
     pub fn new(sock: Socket) -> Result<AsyncSocket> {
         Ok(AsyncSocket {
-            io: Readiness::new(sock).map_err(Error::from)?,
+            io: Readiness::new(sock)?,
             rx_partial: Vec::new(),
             tx_tail: VecDeque::new(),
             sink_item: None,
@@ -217,8 +217,7 @@ impl AsyncSocket {
     /// its I/O thread by itself within milliseconds, see [`Socket::try_recv_msg`].)
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Msg>> {
         let partial = &mut self.rx_partial;
-        self.io
-            .poll_op(cx, Dir::Recv, |s| try_recv_one(s, partial))
+        self.io.poll_op(cx, Dir::Recv, |s| try_recv_one(s, partial))
     }
 
     /// Polls for a whole message (as [`AsyncSocket::recv_multipart`]); `Pending` registers

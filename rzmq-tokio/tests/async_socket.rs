@@ -395,3 +395,30 @@ fn an_empty_multipart_message_is_invalid() {
         assert!(matches!(r, Err(Error::Inval)), "{r:?}");
     });
 }
+
+/// A thread-safe socket type (SCATTER to GATHER), which has no `ZMQ_FD`: the async socket
+/// waits on a wake-up registered with the socket's waiters instead. Every message arrives, in
+/// order, over tcp and inproc, with the receiver waiting first.
+#[tokio::test(flavor = "current_thread")]
+async fn thread_safe_socket_types_send_and_receive() {
+    let ctx = Context::new();
+    for t in ["tcp", "inproc"] {
+        let mut gather = socket(&ctx, SocketType::Gather, 0);
+        let ep = bind(&mut gather, t, "scatter-gather");
+        let mut scatter = socket(&ctx, SocketType::Scatter, 0);
+        scatter.connect(&ep).unwrap();
+        let receiver = tokio::spawn(async move {
+            for i in 0..200u64 {
+                let m = gather.recv().await.unwrap();
+                assert_eq!(m.data(), i.to_le_bytes(), "{i}");
+            }
+        });
+        guarded(t, async {
+            for i in 0..200u64 {
+                scatter.send(i.to_le_bytes().to_vec()).await.unwrap();
+            }
+            receiver.await.unwrap();
+        })
+        .await;
+    }
+}
