@@ -21,9 +21,9 @@
 //! tasks now and then, as a tokio socket does.
 //!
 //! [`AsyncSocket`] is `Send` (not `Sync`, as [`rzmq_core::Socket`]): move it into a task, or
-//! split it into a Stream task and a Sink task with `futures::StreamExt::split`. (Known issue,
-//! under investigation: the two halves of a split socket can miss a wake-up and stall under
-//! load; `tests/scheduling.rs` keeps the reproducer, ignored.)
+//! split it into a Stream task and a Sink task with `futures::StreamExt::split`
+//! (`tests/scheduling.rs` moves 10,000 messages each way through two split sockets on every
+//! transport).
 //!
 //! # Cancel safety
 //!

@@ -13,6 +13,11 @@
 //! leaves the connection's stream in the set while the socket reads it itself (rzmq-core's direct
 //! receives): that stream turning readable is a wake-up too.
 //!
+//! Any call on the socket drains its mailbox, the fd's signal included, so an operation of one
+//! direction can take the command the other direction's task sleeps on (one socket split into a
+//! Stream task and a Sink task): the reactor may never see that edge. Every operation therefore
+//! wakes the other direction's waiting task, if any, to look again.
+//!
 //! Every poll spends the task's cooperative budget ([`tokio::task::coop`]), the first try that
 //! completes at once included: a task that drains a busy socket in a loop yields to the others
 //! on its runtime as it would on a tokio socket.
@@ -130,7 +135,12 @@ impl Readiness {
         mut op: impl FnMut(&mut Socket) -> Result<Option<T>>,
     ) -> Poll<Result<T>> {
         let coop = ready!(tokio::task::coop::poll_proceed(cx));
-        if let Some(r) = op(&mut self.fd.get_mut().sock).transpose() {
+        let first = op(&mut self.fd.get_mut().sock);
+        // The op may have taken commands off the mailbox, and the fd's signal with them, that
+        // the other direction's task sleeps on (a split socket): the reactor may never see that
+        // edge, so that task is woken here to look again (a spurious wake costs it one try).
+        self.waiters.wake_dir(dir.other());
+        if let Some(r) = first.transpose() {
             coop.made_progress();
             return Poll::Ready(r);
         }

@@ -131,20 +131,11 @@ async fn filling_a_socket_with_room_lets_other_tasks_run() {
 /// while the other half of its socket waits for the other one. Every message arrives once, in
 /// order, both ways.
 ///
-/// Ignored: it hangs in most runs (a task of the pair is not woken although its direction is
-/// ready: polled again, it completes at once). The same lost wake-up shows with main's
-/// rzmq-tokio before issue 46 item 3 and with this branch's direct receives and epoll set taken
-/// out, so it lies in the wait discipline shared by the two directions (readiness.rs,
-/// waiters.rs) or in rzmq-core's POLLOUT signalling, not in the new parts. Under investigation.
-/// What was tried (each with a 6 s per-operation timeout, then the same operation polled again):
-/// both directions stall (sends at HWM and receives), and the retried operation completes at
-/// once each time, so the socket was ready and its task not woken; waking the other direction
-/// after every drain makes stalls come sooner (within the first few dozen messages); draining
-/// (`events_keeping_input`) and retrying before every sleep makes them rarer but leaves some,
-/// which points at a readiness change that signals nothing (a pipe that gains room or a
-/// message without a command to the socket's mailbox), to be checked in rzmq-core's pipes.
+/// It hung in most runs until an operation of one half woke the other half's waiting task: the
+/// first try of an operation drains the socket's mailbox and the fd's signal with it, so the
+/// command the other half slept on could be taken without the reactor ever seeing the edge
+/// (readiness.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a lost wake-up of one split half, pre-existing (see the comment); under investigation"]
 async fn a_socket_split_into_two_tasks_moves_both_directions() {
     const N: u64 = 10_000;
     let ctx = Context::new();
