@@ -139,7 +139,7 @@ impl Readiness {
         // The op may have taken commands off the mailbox, and the fd's signal with them, that
         // the other direction's task sleeps on (a split socket): the reactor may never see that
         // edge, so that task is woken here to look again (a spurious wake costs it one try).
-        self.waiters.wake_dir(dir.other());
+        self.waiters.wake_other(dir, cx.waker());
         if let Some(r) = first.transpose() {
             coop.made_progress();
             return Poll::Ready(r);

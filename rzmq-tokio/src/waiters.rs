@@ -75,6 +75,18 @@ impl Waiters {
         }
     }
 
+    /// Wakes the task waiting for the direction other than `dir`, unless that is the caller
+    /// (`me`): a task that ran its operation needs no wake-up of its own, and its stale waker
+    /// is dropped with the slot.
+    pub(crate) fn wake_other(&self, dir: Dir, me: &Waker) {
+        let w = self.slots()[dir.other() as usize].take();
+        if let Some(w) = w {
+            if !w.will_wake(me) {
+                w.wake();
+            }
+        }
+    }
+
     /// Wakes every waiting task (the reactor saw the fd ready).
     pub(crate) fn wake_all(&self) {
         let [a, b] = std::mem::take(&mut *self.slots());
@@ -161,6 +173,24 @@ mod tests {
             (rc.0.load(Ordering::SeqCst), c2.0.load(Ordering::SeqCst)),
             (1, 1)
         );
+    }
+
+    #[test]
+    fn wake_other_wakes_the_other_task_never_the_caller() {
+        let w = Waiters::default();
+        let (rc, rw) = counted();
+        let (sc, sw) = counted();
+        // A split socket: the receiving task waits while the sending task runs its operation.
+        w.set(Dir::Recv, &rw);
+        w.wake_other(Dir::Send, &sw);
+        assert_eq!(rc.0.load(Ordering::SeqCst), 1);
+        assert!(!w.is_set(Dir::Recv));
+        // One task left its receive waker behind and now sends: no wake-up of itself, and the
+        // stale waker is gone.
+        w.set(Dir::Recv, &sw);
+        w.wake_other(Dir::Send, &sw);
+        assert_eq!(sc.0.load(Ordering::SeqCst), 0);
+        assert!(!w.is_set(Dir::Recv));
     }
 
     /// Threads parking, clearing and waking at once (under Miri: no data race, no leak; in
