@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Miri over rzmq-core's lock-free queues, frame storage and messages (docs/FUZZ.md): the unit
-# tests of spsc, byteq, small, pool, msg and signal run in the interpreter, which fails on
+# Miri over rzmq-core's lock-free queues, frame storage and messages (docs/FUZZ.md), the C ABI's
+# handle table and rzmq-tokio's waiter slots: the unit tests of spsc, byteq, small, pool, msg,
+# signal, rzmq-capi's handle and rzmq-tokio's waiters run in the interpreter, which fails on
 # undefined behaviour (out-of-bounds or misaligned access, use after free, data races, Stacked
 # Borrows violations, leaks). Tests that need what Miri cannot do (sockets, `poll`, huge
 # mappings) or that take minutes interpreted carry `#[cfg_attr(miri, ignore)]`.
@@ -36,4 +37,8 @@ export MIRIFLAGS="${MIRIFLAGS:--Zmiri-env-set=RZMQ_HUGE_PAGES=0}"
 start=$(date +%s)
 nice cargo +nightly miri test -p rzmq-core --lib -- \
   spsc:: byteq:: small:: pool:: msg:: signal:: testing::miri_queues:: "$@"
+# The C ABI's handle table: a closed handle's tag stays readable through the application's
+# pointer (Stacked Borrows) and eviction frees it once; rzmq-tokio's waiter slots.
+nice cargo +nightly miri test -p rzmq-capi --lib -- handle::tests:: "$@"
+nice cargo +nightly miri test -p rzmq-tokio --lib -- waiters::tests:: "$@"
 echo "miri: done in $(( $(date +%s) - start )) s"
