@@ -196,16 +196,32 @@ mod tests {
         }
     }
 
+    /// A handle's pointer handed to another thread with its provenance (an integer would lose
+    /// it, and Miri could then neither check the accesses nor see the parked handle reachable).
+    #[derive(Clone, Copy)]
+    struct Shared(*mut c_void);
+
+    // SAFETY: the tests' handles are shared the way the C ABI shares them: their tag is read
+    // atomically and one `kill` wins.
+    unsafe impl Send for Shared {}
+
+    impl Shared {
+        /// The pointer (a method, so a closure captures the whole `Send` wrapper).
+        fn get(self) -> *mut c_void {
+            self.0
+        }
+    }
+
     #[test]
     fn two_threads_closing_one_handle_close_it_once() {
         let _serial = serial();
         let rounds = if cfg!(miri) { 8 } else { 200 };
         for _ in 0..rounds {
-            let p = new_handle(7) as usize;
+            let p = Shared(new_handle(7));
             let closers: Vec<_> = (0..2)
                 .map(|_| {
                     std::thread::spawn(move || {
-                        let p = p as *mut c_void;
+                        let p = p.get();
                         // SAFETY: a live or parked handle of this test; `kill` lets one win.
                         unsafe {
                             let t = tag_of(p);

@@ -189,7 +189,10 @@ mod tests {
         // stale waker is gone.
         w.set(Dir::Recv, &sw);
         w.wake_other(Dir::Send, &sw);
-        assert_eq!(sc.0.load(Ordering::SeqCst), 0);
+        // `Waker::will_wake` is best effort: where it cannot tell a clone for the same task
+        // (Miri, whose vtables are not unique), the caller gets a spurious wake-up, no more.
+        let self_wakes = if sw.clone().will_wake(&sw) { 0 } else { 1 };
+        assert_eq!(sc.0.load(Ordering::SeqCst), self_wakes);
         assert!(!w.is_set(Dir::Recv));
     }
 
