@@ -104,6 +104,20 @@ def _drain(recv, handle, limit: int) -> bool:
     return False
 
 
+def _drain_ready(sock, recv, handle, limit: int) -> bool:
+    """Takes up to `limit` messages while `sock` reports input (ZMQ_EVENTS, which also re-arms
+    its fd) and hands each to `handle`; True when more may wait (the limit was reached)."""
+    for _ in range(limit):
+        if not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            return False
+        try:
+            msg = recv()
+        except zmq.Again:
+            return False
+        handle(msg)
+    return True
+
+
 def _flag(value, default: bool, name: str) -> bool:
     """A connector setting's on/off value by rzmq's one rule (rzmq.env_flag); a bad value is refused."""
     flag = env_flag(value, default)
@@ -268,6 +282,14 @@ class RzmqConnector(OmniConnectorBase):
         self._inbox_thread = None
         self._inbox_ep = None
         self._routes = push.Routes()
+        # The producer's ROUTER and its routes are used under this lock by the service thread
+        # and by put(), which pushes on the putting thread (no hop to the service thread, which
+        # in a busy stage process may wait long for the GIL and the CPU); the receiving
+        # thread's subscription sockets likewise under _socks_lock, which get() takes to bring
+        # in what arrived (_pump).
+        self._router_lock = threading.Lock()
+        self._socks_lock = threading.Lock()
+        self._pump = None
         self._last_get = threading.local()
         self._cmd_lock = threading.Lock()
         self._cmd_socks: dict[str, zmq.Socket] = {}
@@ -400,7 +422,7 @@ class RzmqConnector(OmniConnectorBase):
             self.m["puts"] += 1
             self.m["bytes_put"] += meta["size"]
         if self._routes.subs and content is None and self.store.consumers == 1:
-            self._wake_producer(b"p" + key.encode())
+            self._push_now(key)
         shared = content is not None or self.store.consumers != 1
         out = {
             "source_host": self.host,
@@ -455,6 +477,23 @@ class RzmqConnector(OmniConnectorBase):
                     keep.append((tracker, n))
             self._in_flight = keep
 
+    def _push_now(self, key: str) -> None:
+        """Pushes a fresh put to its edge's subscriber from the putting thread. Using the ROUTER
+        may take the wake-up of a request that arrived meanwhile from its fd (ZMQ_FD tells of
+        new events only): then the service thread is told to look again."""
+        with self._router_lock:
+            router = getattr(self, "_router", None)
+            if router is None or router.closed:
+                return
+            try:
+                self._route_put(router, key)
+                again = router.getsockopt(zmq.EVENTS) & zmq.POLLIN
+            except zmq.ZMQError as e:
+                logger.debug("RzmqConnector: push of %s from put(): %s", key, e)
+                return
+        if again:
+            self._wake_producer(b"r")
+
     def _wake_producer(self, msg: bytes) -> None:
         """Hands `msg` to the producer's service thread (the only user of its ROUTER)."""
         self._command(self._wake_ep, msg)
@@ -483,25 +522,25 @@ class RzmqConnector(OmniConnectorBase):
         """The producer's service thread: answers requests on the ROUTER and pushes to subscribed
         consumers until close()."""
         router, wake = self._router, self._wake_rx
+        # The ROUTER is waited on through its fd, never polled as a socket: put() uses it too
+        # (under _router_lock), and a socket is polled by one thread at a time.
+        router_fd = router.getsockopt(zmq.FD)
         poller = zmq.Poller()
-        poller.register(router, zmq.POLLIN)
+        poller.register(router_fd, zmq.POLLIN)
         poller.register(wake, zmq.POLLIN)
         last_sweep = time.monotonic()
 
         def on_command(msg: bytes) -> bool:
-            if msg == _STOP:
-                return True
-            if msg[:1] == b"p":
-                self._route_put(router, msg[1:].decode())
-            return False
+            return msg == _STOP  # else b"r": look at the ROUTER again
 
         try:
             while True:
-                events = dict(poller.poll(500))
+                with self._router_lock:
+                    more = _drain_ready(router, lambda: router.recv_multipart(zmq.NOBLOCK),
+                                        lambda f: self._answer(router, f), 64)
+                events = dict(poller.poll(0 if more else 500))
                 if wake in events and _drain(lambda: wake.recv(zmq.NOBLOCK), on_command, 256):
                     break
-                if router in events:
-                    _drain(lambda: router.recv_multipart(zmq.NOBLOCK), lambda f: self._answer(router, f), 64)
                 now = time.monotonic()
                 if now - last_sweep >= 1.0:
                     last_sweep = now
@@ -511,7 +550,8 @@ class RzmqConnector(OmniConnectorBase):
         except Exception:  # noqa: BLE001
             logger.exception("RzmqConnector: producer thread failed")
         finally:
-            router.close(0)
+            with self._router_lock:
+                router.close(0)
             wake.close(0)
 
     def _answer(self, router: zmq.Socket, frames: list[bytes]) -> None:
@@ -686,6 +726,11 @@ class RzmqConnector(OmniConnectorBase):
         if self.push and not content and not meta.get("shared"):
             edge = push.edge_of(key)
             sub = self._subscription(source, edge)
+            # What arrived and the receiving thread has not taken (it may wait long for the GIL
+            # and the CPU in a busy stage process) is taken here, answers to subscriptions too.
+            item = self._take_arrived(key)
+            if item is not None:
+                return self._deliver_pushed(item)
             if edge not in sub.push:
                 if deadline is None and self.stage_id is not None:
                     # vllm-omni's receive loops poll: never wait here (its producer may not
@@ -722,6 +767,15 @@ class RzmqConnector(OmniConnectorBase):
         self._count("pulls")
         self._last_get.info = {"via": "pull", "arrived": time.time()}
         return self._deliver(pmeta, [p.buffer for p in parts], frames)
+
+    def _take_arrived(self, key: str) -> push.Pushed | None:
+        """The inbox's `key` after taking in, on this thread, what the subscriptions brought
+        and the receiving thread has not (yet) taken."""
+        pump = self._pump
+        if pump is None:
+            return None
+        pump()
+        return self.inbox.take(key)
 
     def _deliver_pushed(self, item: push.Pushed):
         """Decodes a payload taken from the inbox and returns its credit when due."""
@@ -827,7 +881,8 @@ class RzmqConnector(OmniConnectorBase):
                 sock.connect(endpoint)
                 socks[endpoint] = sock
                 by_sock[sock] = endpoint
-                poller.register(sock, zmq.POLLIN)
+                # waited on through its fd: get() takes what arrived on it too (pump)
+                poller.register(sock.getsockopt(zmq.FD), zmq.POLLIN)
             rid = next_request_id()
             pending[rid] = (endpoint, edge)
             if len(pending) > 4096:  # answers that never came (a producer gone for long)
@@ -877,39 +932,63 @@ class RzmqConnector(OmniConnectorBase):
             if msg == _STOP:
                 return True
             what, arg = msg[:1], msg[1:].decode()
-            if what == b"s":
-                edge, endpoint = arg.split(" ", 1)
-                send_subscribe(endpoint, edge)
-            elif what == b"c":
-                n, endpoint = arg.split(" ", 1)
-                send_credit(endpoint, int(n))
+            with self._socks_lock:
+                if what == b"s":
+                    edge, endpoint = arg.split(" ", 1)
+                    send_subscribe(endpoint, edge)
+                elif what == b"c":
+                    n, endpoint = arg.split(" ", 1)
+                    send_credit(endpoint, int(n))
             return False
 
+        def take_arrived() -> bool:
+            """Moves what arrived on the subscriptions into the inbox (under _socks_lock); True
+            when more may wait."""
+            more = False
+            for sock, endpoint in list(by_sock.items()):
+                more |= _drain_ready(sock, lambda: sock.recv_multipart(zmq.NOBLOCK, copy=False),
+                                     lambda frames: on_message(endpoint, frames), 256)
+            return more
+
+        def pump() -> None:
+            """get(): takes what arrived on the calling thread, without waiting for this one
+            (a receiving thread that holds the lock is taking it already)."""
+            if self._socks_lock.acquire(blocking=False):
+                try:
+                    if not closing:
+                        take_arrived()
+                finally:
+                    self._socks_lock.release()
+
+        closing = False
+        self._pump = pump
         try:
             while True:
-                events = dict(poller.poll(200))
+                with self._socks_lock:
+                    more = take_arrived()
+                events = dict(poller.poll(0 if more else 200))
                 if rx in events and _drain(lambda: rx.recv(zmq.NOBLOCK), on_command, 256):
                     break
-                for sock, endpoint in list(by_sock.items()):
-                    if sock in events:
-                        _drain(lambda: sock.recv_multipart(zmq.NOBLOCK, copy=False),
-                               lambda frames: on_message(endpoint, frames), 256)
                 now = time.monotonic()
                 if now - last_beat >= RESUBSCRIBE_INTERVAL:
                     last_beat = now
                     self.inbox.expire()
-                    for endpoint, n in self.inbox.owed().items():  # below the batch size: flushed
-                        send_credit(endpoint, self.inbox.flush_credit(endpoint))
-                    for endpoint, sub in list(self._subs.items()):
-                        for edge in list(sub.edges):
-                            send_subscribe(endpoint, edge)
+                    with self._socks_lock:
+                        for endpoint, n in self.inbox.owed().items():  # below the batch size: flushed
+                            send_credit(endpoint, self.inbox.flush_credit(endpoint))
+                        for endpoint, sub in list(self._subs.items()):
+                            for edge in list(sub.edges):
+                                send_subscribe(endpoint, edge)
         except zmq.ContextTerminated:
             pass
         except Exception:  # noqa: BLE001
             logger.exception("RzmqConnector: receiving thread failed")
         finally:
-            for sock in socks.values():
-                sock.close(0)
+            self._pump = None
+            with self._socks_lock:
+                closing = True
+                for sock in socks.values():
+                    sock.close(0)
             rx.close(0)
 
     def _get_shared(self, source, key, content, cid, deadline):

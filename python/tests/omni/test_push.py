@@ -30,6 +30,7 @@ import vllm_omni_shim  # noqa: E402
 vllm_omni_shim.install()
 
 import numpy as np  # noqa: E402
+import zmq  # noqa: E402
 
 import rzmq.omni as ro  # noqa: E402
 from rzmq.omni import push, wire  # noqa: E402
@@ -255,6 +256,53 @@ def test_inside_vllm_omni_a_get_of_what_is_not_here_yet_returns_at_once(pair):
         assert p.put("0", "1", "later", b"now")[0]
         until(lambda: c.inbox.snapshot()["inbox_keys"] == 1)
         assert c.get("0", "1", "later", meta)[0].to_bytes() == b"now" and c.last_get_info()["via"] == "push"
+    finally:
+        c.close()
+
+
+def test_a_put_is_pushed_by_the_putting_thread(pair):
+    """The push leaves from put() itself: in a busy stage process the service thread may wait
+    long for the GIL and the CPU, so a put never waits for it to be sent."""
+    p, c = pair
+    meta = subscribe(p, c)
+    for i in range(10):
+        assert p.put("0", "1", f"own_0_{i}", np.full(100, i, np.int32))[0]
+        returned = time.time()
+        got, _ = c.get_with_deadline("0", "1", f"own_0_{i}", meta, deadline=time.monotonic() + 10)
+        info = c.last_get_info()
+        assert info["via"] == "push" and info["sent"] <= returned, (info, returned)
+        got.release()
+    assert p.health()["pushes"] == 10
+
+
+def test_a_get_takes_what_arrived_when_the_receiving_thread_does_not(pair, monkeypatch):
+    """The consumer's get() takes in what its subscriptions brought on the calling thread: a
+    receiving thread that never runs (starved of the GIL or the CPU in a busy stage process)
+    delays nothing, subscription answers included."""
+    p, _ = pair
+    real = ro.connector._drain_ready
+
+    def starved(sock, *a, **kw):  # the receiving thread takes nothing from its subscriptions
+        if threading.current_thread().name == "rzmq-omni-inbox" and sock.type == zmq.DEALER:
+            return False
+        return real(sock, *a, **kw)
+
+    monkeypatch.setattr(ro.connector, "_drain_ready", starved)
+    c = ro.RzmqConnector(cons_cfg(stage_id=1, zmq_port=p.port))  # polls as vllm-omni's loops do
+    try:
+        meta = {"source_host": "127.0.0.1", "source_port": p.port}
+        until(lambda: c.get("0", "1", "warm-up", meta) is None
+              and c._subs[f"tcp://127.0.0.1:{p.port}"].pushing("0_1"))
+        for i in range(10):
+            assert p.put("0", "1", f"starved_0_{i}", np.full(64, i, np.int32))[0]
+            got = None
+            end = time.monotonic() + 10
+            while got is None:
+                assert time.monotonic() < end, f"put {i} never taken"
+                got = c.get("0", "1", f"starved_0_{i}", meta)
+            assert c.last_get_info()["via"] == "push" and got[0].numpy()[0] == i
+            got[0].release()
+        assert p.health()["requests_served"] == 0  # nothing was asked for: all pushed
     finally:
         c.close()
 
