@@ -336,6 +336,8 @@ impl Socket {
     /// kept by a caller that stops receiving goes back to the I/O thread by itself (after
     /// `RX_HOLD_STALE`, 2 ms), or at [`Socket::events`] or a `DONTWAIT` receive.
     pub fn try_recv_msg(&mut self) -> Result<Msg> {
+        // recv_msg's opening, written out again: a helper shared by both cost recv_msg 15% of
+        // its inproc 64 B throughput (compare.py before/after, 5 rounds, 2026-12-07).
         self.check_alive()?;
         self.process_if_pending()?;
         if self.wanted_rx.is_none() && !self.rx_size.large {
