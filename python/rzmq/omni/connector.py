@@ -495,7 +495,7 @@ class RzmqConnector(OmniConnectorBase):
             self._wake_producer(b"r")
 
     def _wake_producer(self, msg: bytes) -> None:
-        """Hands `msg` to the producer's service thread (the only user of its ROUTER)."""
+        """Hands `msg` to the producer's service thread (b"r": look at the ROUTER again; _STOP)."""
         self._command(self._wake_ep, msg)
 
     def _command(self, endpoint: str | None, msg: bytes) -> None:
@@ -837,7 +837,7 @@ class RzmqConnector(OmniConnectorBase):
             self._inbox_thread = thread
 
     def _inbox_command(self, msg: bytes) -> None:
-        """Hands `msg` to the receiving thread (the only user of the subscriptions' sockets)."""
+        """Hands `msg` to the receiving thread (subscribe, return credit, stop)."""
         self._command(self._inbox_ep, msg)
 
     def _answer_subscription(self, sub: _Subscription, endpoint: str, edge: str, status: int, meta: dict) -> None:
