@@ -22,6 +22,7 @@
 #                                               unstaged changes; docs/TESTING.md has the map)
 #        RZMQ_TEST_QUICK=1 scripts/test.sh      the rust part only (under 10 minutes once built)
 #        RZMQ_TEST_VLLM032=1 scripts/test.sh    the vllm part on vLLM 0.32 too (not in CI yet)
+#        RZMQ_TEST_BESIDE=CMD scripts/test.sh   CMD beside the parts after rust (CI's loom, Miri, fuzz)
 # Each part prints its wall and CPU time ([test] lines); the summary ends the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +33,7 @@ case "${1:-}" in
   --parts) PARTS=$2 ;;
   --changed) PARTS=$(python3 scripts/test_parts.py "${2:-}") ;;
   "") ;;
-  -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
   *) echo "unknown argument: $1 (--help)" >&2; exit 2 ;;
 esac
 [ "${RZMQ_TEST_QUICK:-0}" = "1" ] && PARTS=rust
@@ -88,7 +89,24 @@ if want rust; then
     -- --test-threads=2
 fi
 
+# RZMQ_TEST_BESIDE: a command to run beside the parts after the rust one, at low priority, its
+# log printed and its status checked at the end (.ci/run: scripts/ci-beside.sh, the loom models,
+# Miri and the fuzz smoke run). Those parts mostly wait and leave a core idle; the rust part
+# compiles on both cores, so the command starts after it.
+BESIDE_PID=
 JUPYTER_PID=
+# A part that fails ends the run: what runs beside it (jupyter's suites and their kernels, the
+# command above) ends with it.
+trap '[ -z "$JUPYTER_PID" ] || kill -- -"$JUPYTER_PID" 2>/dev/null || true
+      [ -z "$BESIDE_PID" ] || kill -- -"$BESIDE_PID" 2>/dev/null || true' EXIT
+if [ -n "${RZMQ_TEST_BESIDE:-}" ]; then
+  mkdir -p compat/build
+  setsid nice -n 10 bash -c "$RZMQ_TEST_BESIDE" > compat/build/beside.log 2>&1 &
+  BESIDE_PID=$!
+  BESIDE_T0=$SECONDS
+  echo "[test] beside the parts below: $RZMQ_TEST_BESIDE (log: compat/build/beside.log)"
+fi
+
 if want capi; then
   # jupyter_client's and ipykernel's suites with rzmq preloaded into pytest and every kernel they
   # start: about 10 minutes, nearly all of it waiting on kernels, so they run beside the parts
@@ -96,15 +114,15 @@ if want capi; then
   mkdir -p compat/build
   RZMQ_SKIP_BUILD=1 setsid compat/run-jupyter-tests.sh > compat/build/jupyter.log 2>&1 &
   JUPYTER_PID=$!
-  # A part that fails ends the run: the suites (and their kernels) with it.
-  trap '[ -z "$JUPYTER_PID" ] || kill -- -"$JUPYTER_PID" 2>/dev/null || true' EXIT
   JUPYTER_T0=$SECONDS
-  part compat/run-libzmq-tests.sh --lib target/release --no-report
+  # Four tests at a time: they mostly sleep (heartbeat intervals, reconnects, ZAP timeouts), and
+  # the harness runs the few that need fixed ports one at a time.
+  part compat/run-libzmq-tests.sh --lib target/release --no-report --jobs 4
   # The DRAFT API: libzmq's tests with DRAFT code, built with -DZMQ_BUILD_DRAFT_API, against the
   # `draft` build of libzmq.so (target/draft), then pyzmq built from its sdist with
   # ZMQ_DRAFT_API=1 against it, running pyzmq's test_draft.py. Expected failures:
   # compat/*draft-test-notes.tsv.
-  part compat/run-libzmq-tests.sh --draft --no-report
+  part compat/run-libzmq-tests.sh --draft --no-report --jobs 4
   part compat/run-pyzmq-draft-tests.sh --lib target/draft/release
   RZMQ_SKIP_BUILD=1 part compat/run-pyzmq-tests.sh --mode preload
   # The rzmq Python wheel (scripts/build-wheel.sh) in a fresh venv without build tools:
@@ -192,6 +210,17 @@ if [ -n "$JUPYTER_PID" ]; then
   echo "[test] $line"
   SUMMARY+=("$line")
   [ "$jrc" = 0 ] || { echo "[test] FAILED: compat/run-jupyter-tests.sh (compat/build/jupyter.log)" >&2; exit 1; }
+fi
+
+if [ -n "$BESIDE_PID" ]; then
+  brc=0
+  wait "$BESIDE_PID" || brc=$?
+  BESIDE_PID=
+  cat compat/build/beside.log
+  line=$(printf '%5d s wall  (beside the parts above)  %s' $((SECONDS - BESIDE_T0)) "$RZMQ_TEST_BESIDE")
+  echo "[test] $line"
+  SUMMARY+=("$line")
+  [ "$brc" = 0 ] || { echo "[test] FAILED: $RZMQ_TEST_BESIDE (compat/build/beside.log)" >&2; exit 1; }
 fi
 
 printf '[test] %s\n' "${SUMMARY[@]}"
