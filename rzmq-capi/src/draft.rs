@@ -252,7 +252,8 @@ pub unsafe extern "C" fn zmq_socket_get_peer_state(
 /// `zmq_socket_monitor` with an event format version and a monitor socket type: version 1 is
 /// `zmq_socket_monitor`'s format, version 2 has 64-bit events, a count of 64-bit values and the
 /// local and remote endpoints; the monitor socket is a PAIR, PUB or PUSH (other types
-/// `EINVAL`); a NULL `addr` stops monitoring.
+/// `EINVAL`); a NULL `addr` stops monitoring. A version other than 1 and 2 is `EINVAL`, where
+/// libzmq 4.3.5 accepts it and then never sends an event.
 ///
 /// # Safety
 /// `s` as [`zmq_join`]; `addr` is NULL or a NUL-terminated string.

@@ -45,10 +45,8 @@ fn socket(ctx: *mut c_void, ty: c_int) -> *mut c_void {
 
 fn set_int(s: *mut c_void, opt: c_int, v: c_int) {
     // SAFETY: v is a live int.
-    assert_eq!(
-        unsafe { zmq_setsockopt(s, opt, (&v as *const c_int).cast(), 4) },
-        0
-    );
+    let rc = unsafe { zmq_setsockopt(s, opt, (&v as *const c_int).cast(), 4) };
+    assert_eq!(rc, 0);
 }
 
 /// A SERVER bound on a tcp port and a CLIENT connected to it, both with LINGER 0.
@@ -60,10 +58,8 @@ fn pair(ctx: *mut c_void) -> (*mut c_void, *mut c_void) {
         set_int(s, RCVTIMEO, 10_000);
     }
     // SAFETY: live socket and string.
-    assert_eq!(
-        unsafe { zmq_bind(server, c"tcp://127.0.0.1:*".as_ptr()) },
-        0
-    );
+    let rc = unsafe { zmq_bind(server, c"tcp://127.0.0.1:*".as_ptr()) };
+    assert_eq!(rc, 0);
     let mut ep = [0u8; 64];
     let mut len = ep.len();
     // SAFETY: ep holds len bytes.

@@ -502,7 +502,8 @@ impl Socket {
     /// `zmq_socket_monitor_versioned`: the events in `events` in wire form `version` (1, or 2:
     /// 64-bit events, several values, local and remote endpoints; see [`crate::monitor`]) on a
     /// new inproc socket of type `ty` (PAIR, PUB or PUSH) bound at `addr`; `None` stops
-    /// monitoring. Version 1 takes only the first 16 event bits (`EINVAL`), as libzmq.
+    /// monitoring. Version 1 takes only the first 16 event bits (`EINVAL`), as libzmq. Other
+    /// versions are `EINVAL` too: libzmq 4.3.5 accepts them and then sends no event at all.
     pub fn monitor_versioned(
         &mut self,
         addr: Option<&str>,
@@ -554,10 +555,10 @@ impl Socket {
                 continue;
             };
             let endpoint = e.endpoint.as_deref().unwrap_or("");
-            // An accepted connection's pipe knows its peer; a connect's remote side is the
-            // address it connects to.
-            let (local, remote) = match e.peer_uri.as_deref() {
-                Some(peer) => (endpoint, peer),
+            // A pipe its connection made knows both ends; one a connect made before its
+            // connection has only the address it connects to (libzmq's pair for it, too).
+            let (local, remote) = match &e.uris {
+                Some((local, remote)) => (local.as_str(), remote.as_str()),
                 None => ("", endpoint),
             };
             let values = [e.writer.queued(), e.reader.queued_frames()];

@@ -434,6 +434,33 @@ fn disconnect_msg_arrives_from_the_peer_that_went() {
     assert_eq!((m[0].data(), m[1].data()), (&b"me"[..], &b"gone"[..]));
 }
 
+/// The disconnect message goes past a full pipe's high-water mark, as libzmq's pipe writes it
+/// (inproc: the connecting end writes it into the binder's pipe).
+#[test]
+fn disconnect_msg_passes_a_full_pipe() {
+    let ctx = Context::new();
+    let ep = inproc_endpoint("disconnect-full");
+    let mut server = sock(&ctx, SocketType::Server);
+    server.set_option_raw(opt::DISCONNECT_MSG, b"D").unwrap();
+    server.set_option_i32(opt::RCVHWM, 1).unwrap();
+    server.bind(&ep).unwrap();
+    let mut client = sock(&ctx, SocketType::Client);
+    client.set_option_i32(opt::SNDHWM, 1).unwrap();
+    client.connect(&ep).unwrap();
+    let mut sent = 0;
+    while client.send(&b"m"[..], DONTWAIT).is_ok() {
+        sent += 1;
+        assert!(sent < 1000, "the pipe never filled");
+    }
+    assert!(sent >= 1);
+    client.close();
+    for _ in 0..sent {
+        assert_eq!(server.recv_bytes(0).unwrap(), b"m");
+    }
+    assert_eq!(server.recv_bytes(0).unwrap(), b"D");
+    assert_eq!(server.recv_msg(DONTWAIT).unwrap_err(), Error::Again);
+}
+
 /// All frames of one monitor message.
 fn monitor_frames(m: &mut Socket) -> Vec<rzmq_core::Msg> {
     m.recv_multipart(0).unwrap()
@@ -545,6 +572,57 @@ fn pipes_stats_report_each_pipe_on_a_version_2_monitor() {
         );
     }
     assert_eq!(events.recv_msg(DONTWAIT).unwrap_err(), Error::Again);
+}
+
+/// A connect's pipe made at the connect names only the address it connects to; one made by
+/// its connection (`ZMQ_IMMEDIATE`) names both ends, as libzmq's pipes take them from the
+/// engine that made them.
+#[test]
+fn pipes_stats_name_a_connects_local_end_once_its_connection_made_the_pipe() {
+    use rzmq_core::monitor::{parse_event_v2, EVENT_PIPES_STATS};
+    let ctx = Context::new();
+    let mut servers: Vec<Socket> = (0..2).map(|_| sock(&ctx, SocketType::Dealer)).collect();
+    let eps: Vec<String> = servers
+        .iter_mut()
+        .map(|s| {
+            s.bind("tcp://127.0.0.1:*").unwrap();
+            s.last_endpoint().to_string()
+        })
+        .collect();
+    let mut client = sock(&ctx, SocketType::Dealer);
+    let mon = inproc_endpoint("mon-stats-connect");
+    client
+        .monitor_versioned(Some(&mon), EVENT_PIPES_STATS, 2, SocketType::Pair)
+        .unwrap();
+    let mut events = sock(&ctx, SocketType::Pair);
+    events.connect(&mon).unwrap();
+    client.connect(&eps[0]).unwrap();
+    client.set_option_i32(opt::IMMEDIATE, 1).unwrap();
+    client.connect(&eps[1]).unwrap();
+    // A message from each server: both connections are up, both pipes exist.
+    client.set_option_i32(opt::RCVTIMEO, 10_000).unwrap();
+    for s in servers.iter_mut() {
+        s.send(&b"up"[..], 0).unwrap();
+        assert_eq!(client.recv_msg(0).unwrap().data(), b"up");
+    }
+    client.monitor_pipes_stats().unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let (ev, _, local, remote) = parse_event_v2(&monitor_frames(&mut events)).unwrap();
+        assert_eq!(ev, EVENT_PIPES_STATS);
+        seen.push((local, remote));
+    }
+    assert_eq!(
+        seen[0],
+        (String::new(), eps[0].clone()),
+        "made at the connect"
+    );
+    assert_eq!(seen[1].1, eps[1], "made by the connection");
+    assert!(
+        seen[1].0.starts_with("tcp://127.0.0.1:") && seen[1].0 != eps[1],
+        "the connection's own address: {}",
+        seen[1].0
+    );
 }
 
 #[test]

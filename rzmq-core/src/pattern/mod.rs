@@ -171,8 +171,10 @@ pub struct PipeEntry {
     /// For an inproc pipe this socket connected: the binder's `ZMQ_DISCONNECT_MSG`, sent to it
     /// when this end goes (close, disconnect).
     pub disconnect_msg: Option<DisconnectMsg>,
-    /// For an accepted connection's pipe, the peer's endpoint (`EVENT_PIPES_STATS`).
-    pub peer_uri: Option<String>,
+    /// The connection's (local, remote) endpoints for a pipe its session made once connected
+    /// (an accepted connection, or a connect with `ZMQ_IMMEDIATE`), as libzmq's engine reports
+    /// them (`EVENT_PIPES_STATS`); `None` for a pipe made before any connection.
+    pub uris: Option<(String, String)>,
 }
 
 /// An inproc connector's `ZMQ_DISCONNECT_MSG` slot: the binder's message, known at the connect
@@ -191,7 +193,7 @@ impl PipeEntry {
             endpoint: None,
             hwm_boost: None,
             disconnect_msg: None,
-            peer_uri: None,
+            uris: None,
         }
     }
 
@@ -200,7 +202,7 @@ impl PipeEntry {
     pub(crate) fn send_disconnect_msg(&mut self) {
         if let Some(m) = self.disconnect_msg.take().and_then(|d| d.get().cloned()) {
             self.writer.rollback();
-            let _ = self.writer.try_write(Msg::copy_from(&m));
+            self.writer.write_past_hwm(Msg::copy_from(&m));
         }
     }
 }

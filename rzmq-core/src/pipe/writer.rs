@@ -238,6 +238,15 @@ impl Writer {
         }
     }
 
+    /// Writes a one-frame message even at the high-water mark, as libzmq's pipe writes its
+    /// hiccup and disconnect messages (`ZMQ_HICCUP_MSG`, `ZMQ_DISCONNECT_MSG`); nothing once
+    /// the reader has gone.
+    pub fn write_past_hwm(&mut self, msg: Msg) {
+        if !self.shared.reader_closed.load(Ordering::Acquire) {
+            self.write(msg);
+        }
+    }
+
     /// Writes a frame if there is room, handing it back otherwise.
     pub fn try_write(&mut self, msg: Msg) -> Result<(), (Msg, WriteError)> {
         self.try_with(msg, Writer::write)

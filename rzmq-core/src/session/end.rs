@@ -76,13 +76,14 @@ impl Session {
                     to_socket.rollback();
                     let _ = to_socket.try_write(Msg::new());
                 }
+                // libzmq writes these two past the high-water mark.
                 if let Some(m) = hiccup.clone() {
                     to_socket.rollback();
-                    let _ = to_socket.try_write(m);
+                    to_socket.write_past_hwm(m);
                 }
                 if let Some(m) = disconnect {
                     to_socket.rollback();
-                    let _ = to_socket.try_write(m);
+                    to_socket.write_past_hwm(m);
                 }
                 drop(from_socket);
                 drop(to_socket);
@@ -98,7 +99,7 @@ impl Session {
                 let _ = p.to_socket.try_write(Msg::new());
             }
             if let Some(m) = hiccup {
-                let _ = p.to_socket.try_write(m);
+                p.to_socket.write_past_hwm(m);
             }
         }
         self.phase = Phase::Down;

@@ -241,9 +241,9 @@ impl Session {
                 let mut entry = PipeEntry::new(from_peer_r, to_peer_w);
                 entry.peer = Some(md);
                 entry.endpoint = Some(self.endpoint.clone());
-                if self.connect.is_none() {
-                    entry.peer_uri = Some(self.peer_uri.clone());
-                }
+                // Made by a connected session: its connection's endpoints, as libzmq's engine
+                // gives them to the pipe it makes (a connect's pipe made earlier keeps none).
+                entry.uris = Some((self.local_uri.clone(), self.peer_uri.clone()));
                 if let Some(rid) = &self.setup.connect_routing_id {
                     entry.routing_id = rid.clone();
                     entry.connect_routing_id = Some(rid.clone());
