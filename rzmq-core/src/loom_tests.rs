@@ -24,7 +24,7 @@ use crate::pipe::{self, WriteError};
 use crate::signal::{Mailbox, Signaler, WaitSet};
 use crate::spsc;
 use crate::sync::cell::UnsafeCell;
-use crate::sync::{AtomicUsize, Mutex};
+use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 
 /// A model with loom's default bounds, unless the environment sets them; preemptions default to
 /// 3 (`LOOM_MAX_PREEMPTIONS` overrides it).
@@ -435,15 +435,11 @@ fn loom_pipe_full_to_room_wakes_the_writer() {
 /// an empty pipe (the framed lane's own idle/wake protocol).
 ///
 /// This model found the bug fixed in `Reader::request_framed` (messages read before asking
-/// were not counted, and the lane never came next: the reader spun for ever). With the fix it
-/// reports a deadlock that needs a closer look: in loom's trace the writer's `wake_reader`
-/// reads `reader_idle == false` after a SeqCst fence that follows the reader's own `go_idle`
-/// fence, while the reader read the old `framed_from`. That outcome looks forbidden by C11's
-/// fence rules (store buffering with SeqCst fences on both sides), and a litmus test of that
-/// shape passes under loom, so it is either a subtler path or a loom artefact. Run it alone
-/// with `--ignored` to see the trace.
+/// were not counted, and the lane never came next: the reader spun for ever). It then reported
+/// a deadlock C11 forbids, a loom artefact that `loom_litmus_swap_then_store_buffering` pins
+/// down; the reader's idle mark is a swap since (`Shared::mark_reader_idle`), which loom
+/// orders correctly.
 #[test]
-#[ignore = "reports a deadlock under investigation; see the comment"]
 fn loom_pipe_framed_lane_switch() {
     model(|| {
         let (owner, mut w, mut r) = wired_pipe(0);
@@ -457,6 +453,36 @@ fn loom_pipe_framed_lane_switch() {
         assert_eq!(read_one(&mut r, &owner).data(), [1]);
         assert_eq!(read_one(&mut r, &owner).data(), [2]);
         drop(t.join().unwrap());
+    });
+}
+
+/// Why the reader's idle mark is a swap: loom's modification order of one atomic is a partial
+/// order of vector clocks, so a writer's swap that read the reader's `false` and the reader's
+/// later, concurrent store of `true` stay unordered, and the writer's load after both SeqCst
+/// fences may return its own swap's `false`. In C11 the swap sits right after the `false` it
+/// read, before the reader's `true`; with the fences, either the writer's load sees `true` or
+/// the reader's load sees the writer's switch. Loom reports "neither" (the lane-switch model's
+/// deadlock had this shape); this test fails once loom orders them, and the mark can be a store
+/// again.
+#[test]
+#[should_panic(expected = "neither saw the other")]
+fn loom_litmus_swap_then_store_buffering() {
+    model(|| {
+        let idle = Arc::new(AtomicBool::new(true));
+        let from = Arc::new(AtomicU64::new(u64::MAX));
+        let (i2, f2) = (idle.clone(), from.clone());
+        let w = thread::spawn(move || {
+            let first = i2.swap(false, Ordering::SeqCst);
+            f2.store(2, Ordering::Release);
+            fence(Ordering::SeqCst);
+            (first, i2.load(Ordering::Relaxed))
+        });
+        idle.store(false, Ordering::SeqCst);
+        idle.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let c = from.load(Ordering::SeqCst);
+        let (first, b) = w.join().unwrap();
+        assert!(first || c != u64::MAX || b, "neither saw the other");
     });
 }
 

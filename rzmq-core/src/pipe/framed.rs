@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicU64;
 
 use super::{Reader, Writer, PUBLISH_BYTES};
 use crate::msg::Msg;
-use crate::sync::{fence, Ordering};
+use crate::sync::Ordering;
 use crate::zmtp::frame::{FLAG_COMMAND, FLAG_LONG, FLAG_MORE};
 
 /// Frames up to this size (ZMTP's short frames) travel the framed lane encoded; larger ones
@@ -175,8 +175,7 @@ impl Reader {
         if self.shared.msgs_read.load(Ordering::Relaxed) != self.consumed() {
             self.publish_at_mark();
         }
-        self.shared.reader_idle.store(true, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        self.shared.mark_reader_idle();
         // Inline frames reach the lane without a queue item: an active lane is idle only when
         // nothing published waits in it either (the writer publishes, then looks for an idle
         // reader; this side marks itself idle, then looks at what was published).

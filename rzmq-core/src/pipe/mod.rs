@@ -30,7 +30,7 @@ use crate::byteq;
 use crate::direct::{DirectRx, DirectTx};
 use crate::msg::{Metadata, Msg};
 use crate::spsc;
-use crate::sync::{AtomicBool, AtomicU64, Mutex};
+use crate::sync::{fence, AtomicBool, AtomicU64, Mutex, Ordering};
 
 mod framed;
 mod reader;
@@ -93,6 +93,18 @@ struct Shared {
 }
 
 impl Shared {
+    /// The reader's half of the idle/wake hand-off: marks the reader idle, then a SeqCst fence;
+    /// the caller looks at what was published next (the writer publishes, fences, then looks
+    /// at the mark). The mark is a swap, not a store: the same `xchg` on x86-64, and an RMW
+    /// that loom orders after the writer's last swap of the mark. With a plain store loom's
+    /// modification order leaves the two unordered and lets the writer read its own older
+    /// swap, an outcome C11 forbids (the `loom_litmus_*` test in loom_tests.rs shows it).
+    #[inline(always)]
+    fn mark_reader_idle(&self) {
+        self.reader_idle.swap(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
     fn notify_reader(&self, f: impl FnOnce(&Target)) {
         if let Some(t) = self
             .reader_target

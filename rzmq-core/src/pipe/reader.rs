@@ -167,8 +167,7 @@ impl Reader {
                     // the batching has not reached yet is woken).
                     self.publish_at_mark();
                 }
-                self.shared.reader_idle.store(true, Ordering::SeqCst);
-                fence(Ordering::SeqCst);
+                self.shared.mark_reader_idle();
                 let m = self.pop_frame()?;
                 self.shared.reader_idle.store(false, Ordering::SeqCst);
                 m
@@ -343,8 +342,7 @@ impl Reader {
         if self.batch.len() > 0 || !self.inbox.is_empty() || !self.queue_empty() {
             return true;
         }
-        self.shared.reader_idle.store(true, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        self.shared.mark_reader_idle();
         if self.queue_empty() {
             return false;
         }
