@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# CI's checks that only compute (the loom models, Miri, the fuzz smoke run), one after another at
-# low priority. .ci/run hands this script to scripts/test.sh (RZMQ_TEST_BESIDE), which runs it
+# CI's checks that only compute (packaging the published crates, the loom models, Miri, the fuzz
+# smoke run), one after another at low priority. .ci/run hands this script to scripts/test.sh (RZMQ_TEST_BESIDE), which runs it
 # beside its parts after the rust one: those parts mostly wait (timeouts, kernels starting,
 # vLLM stages between requests) and leave a core idle, so these checks fill it instead of
 # adding their own minutes (docs/TESTING.md, "Where the time goes"). Each check prints its wall
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/cpu-time.sh
 source scripts/cpu-time.sh
 TIMES=()
-for s in loom.sh miri.sh fuzz-smoke.sh; do
+for s in package.sh loom.sh miri.sh fuzz-smoke.sh; do
   t0=$SECONDS
   cpu_children
   c0=$CPU_CHILDREN

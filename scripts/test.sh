@@ -89,32 +89,57 @@ if want rust; then
     -- --test-threads=2
 fi
 
-# RZMQ_TEST_BESIDE: a command to run beside the parts after the rust one, at low priority, its
-# log printed and its status checked at the end (.ci/run: scripts/ci-beside.sh, the loom models,
-# Miri and the fuzz smoke run). Those parts mostly wait and leave a core idle; the rust part
-# compiles on both cores, so the command starts after it.
-BESIDE_PID=
-JUPYTER_PID=
-# A part that fails ends the run: what runs beside it (jupyter's suites and their kernels, the
-# command above) ends with it.
-trap '[ -z "$JUPYTER_PID" ] || kill -- -"$JUPYTER_PID" 2>/dev/null || true
-      [ -z "$BESIDE_PID" ] || kill -- -"$BESIDE_PID" 2>/dev/null || true' EXIT
+# Parts that mostly wait run beside the others, each in a process session of its own with its
+# output in a log, printed when the part is joined. A part that fails ends the run, and what runs
+# beside it (jupyter's kernels, pyzmq's processes) ends with it.
+declare -A BESIDE_PID=() BESIDE_T0=() BESIDE_LOG=() BESIDE_CMD=()
+kill_beside() {
+  local n
+  for n in "${!BESIDE_PID[@]}"; do kill -- -"${BESIDE_PID[$n]}" 2>/dev/null || true; done
+}
+trap kill_beside EXIT
+# start_beside NAME LOG CMD...: starts CMD beside the parts that follow.
+start_beside() {
+  local name=$1 log=$2
+  shift 2
+  mkdir -p "$(dirname "$log")"
+  setsid "$@" > "$log" 2>&1 &
+  BESIDE_PID[$name]=$!
+  BESIDE_T0[$name]=$SECONDS
+  BESIDE_LOG[$name]=$log
+  BESIDE_CMD[$name]="$*"
+  echo "[test] beside the parts that follow: $* (log: $log)"
+}
+# join_beside NAME: waits for NAME, prints its log and its wall time; its failure ends the run.
+join_beside() {
+  local name=$1 rc=0 line
+  [ -n "${BESIDE_PID[$name]:-}" ] || return 0
+  wait "${BESIDE_PID[$name]}" || rc=$?
+  unset "BESIDE_PID[$name]"
+  cat "${BESIDE_LOG[$name]}"
+  line=$(printf '%5d s wall  (beside the parts above)  %s' $((SECONDS - BESIDE_T0[$name])) \
+    "${BESIDE_CMD[$name]}" | cut -c1-140)
+  echo "[test] $line"
+  SUMMARY+=("$line")
+  [ "$rc" = 0 ] || { echo "[test] FAILED: ${BESIDE_CMD[$name]} (${BESIDE_LOG[$name]})" >&2; exit 1; }
+}
+
+# RZMQ_TEST_BESIDE: a command run beside every part after the rust one, at low priority (.ci/run:
+# scripts/ci-beside.sh, the loom models, Miri and the fuzz smoke run). Those parts mostly wait
+# and leave a core idle; the rust part compiles on both cores, so the command starts after it.
 if [ -n "${RZMQ_TEST_BESIDE:-}" ]; then
-  mkdir -p compat/build
-  setsid nice -n 10 bash -c "$RZMQ_TEST_BESIDE" > compat/build/beside.log 2>&1 &
-  BESIDE_PID=$!
-  BESIDE_T0=$SECONDS
-  echo "[test] beside the parts below: $RZMQ_TEST_BESIDE (log: compat/build/beside.log)"
+  start_beside ci compat/build/beside.log nice -n 10 bash -c "$RZMQ_TEST_BESIDE"
 fi
 
 if want capi; then
   # jupyter_client's and ipykernel's suites with rzmq preloaded into pytest and every kernel they
   # start: about 10 minutes, nearly all of it waiting on kernels, so they run beside the parts
   # that follow (their log: compat/build/jupyter.log; collected at the end).
-  mkdir -p compat/build
-  RZMQ_SKIP_BUILD=1 setsid compat/run-jupyter-tests.sh > compat/build/jupyter.log 2>&1 &
-  JUPYTER_PID=$!
-  JUPYTER_T0=$SECONDS
+  RZMQ_SKIP_BUILD=1 start_beside jupyter compat/build/jupyter.log compat/run-jupyter-tests.sh
+  # pyzmq's suite on the stock wheel with our libzmq.so preloaded (then vLLM-style traffic between
+  # processes on rzmq and on stock), beside libzmq's suites: both mostly wait.
+  RZMQ_SKIP_BUILD=1 start_beside pyzmq compat/build/pyzmq-preload.log \
+    compat/run-pyzmq-tests.sh --mode preload
   # Four tests at a time: they mostly sleep (heartbeat intervals, reconnects, ZAP timeouts), and
   # the harness runs the few that need fixed ports one at a time.
   part compat/run-libzmq-tests.sh --lib target/release --no-report --jobs 4
@@ -124,7 +149,7 @@ if want capi; then
   # compat/*draft-test-notes.tsv.
   part compat/run-libzmq-tests.sh --draft --no-report --jobs 4
   part compat/run-pyzmq-draft-tests.sh --lib target/draft/release
-  RZMQ_SKIP_BUILD=1 part compat/run-pyzmq-tests.sh --mode preload
+  join_beside pyzmq
   # The rzmq Python wheel (scripts/build-wheel.sh) in a fresh venv without build tools:
   # activation (rzmq run, RZMQ_ACTIVATE=1), spawn/fork workers, rzmq doctor, and pyzmq's suite
   # served by it.
@@ -201,27 +226,8 @@ if want vllm; then
   fi
 fi
 
-if [ -n "$JUPYTER_PID" ]; then
-  jrc=0
-  wait "$JUPYTER_PID" || jrc=$?
-  JUPYTER_PID=
-  cat compat/build/jupyter.log
-  line=$(printf '%5d s wall  (beside the parts above)  compat/run-jupyter-tests.sh' $((SECONDS - JUPYTER_T0)))
-  echo "[test] $line"
-  SUMMARY+=("$line")
-  [ "$jrc" = 0 ] || { echo "[test] FAILED: compat/run-jupyter-tests.sh (compat/build/jupyter.log)" >&2; exit 1; }
-fi
-
-if [ -n "$BESIDE_PID" ]; then
-  brc=0
-  wait "$BESIDE_PID" || brc=$?
-  BESIDE_PID=
-  cat compat/build/beside.log
-  line=$(printf '%5d s wall  (beside the parts above)  %s' $((SECONDS - BESIDE_T0)) "$RZMQ_TEST_BESIDE")
-  echo "[test] $line"
-  SUMMARY+=("$line")
-  [ "$brc" = 0 ] || { echo "[test] FAILED: $RZMQ_TEST_BESIDE (compat/build/beside.log)" >&2; exit 1; }
-fi
+join_beside jupyter
+join_beside ci
 
 printf '[test] %s\n' "${SUMMARY[@]}"
 echo "[test] passed: $PARTS"
