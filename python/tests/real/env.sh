@@ -6,8 +6,11 @@
 # (installed with --no-deps too: the list is complete, so pip resolves nothing). About 7 GB and
 # 4-5 minutes the first time; afterwards it is reused, keyed by a hash of what it holds, and
 # checked against its manifest at every call (scripts/cache.py, docs/TESTING.md).
-# Every call also (re)installs what changes with the checkout: the test-support CPU platform
-# (cpu_platform/) and the rzmq wheel from dist/ (scripts/build-wheel.sh) when one is there.
+# Every call also installs what changes with the checkout, when it changed: the test-support CPU
+# platform (cpu_platform/) and the rzmq wheel from dist/ (scripts/build-wheel.sh) when one is
+# there, each stamped with the digest of what was installed. A call that finds both current
+# writes nothing, so parts that run at the same time (scripts/test.sh) may each call it once one
+# call has installed them.
 #
 # usage: python/tests/real/env.sh            prints the venv path on the last line
 # Environment: RZMQ_REAL_VENV_ROOT (default ~/.cache/rzmq), PYTHON (default python3).
@@ -50,9 +53,20 @@ if [ "$rc" != 0 ]; then
         [ "$old" = "$VENV" ] || [ ! -d "$old" ] || { say "removing $old"; rm -rf "$old"; }
     done
 fi
-"$VENV/bin/pip" install -q --no-deps --no-build-isolation --force-reinstall "$HERE/cpu_platform" >&2
+# The stamps live where the manifest does not look (SEAL_EXCLUDE: site-packages/rzmq-*).
+SITE=$(echo "$VENV"/lib/python*/site-packages)
+CPU_DIGEST=$(cd "$HERE/cpu_platform" && find pyproject.toml rzmq_omni_cpu -name __pycache__ -prune -o -type f \
+    -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+if [ "$(cat "$SITE/rzmq-cpu-platform.stamp" 2>/dev/null)" != "$CPU_DIGEST" ]; then
+    "$VENV/bin/pip" install -q --no-deps --no-build-isolation --force-reinstall "$HERE/cpu_platform" >&2
+    echo "$CPU_DIGEST" > "$SITE/rzmq-cpu-platform.stamp"
+fi
 WHEEL=$(ls -t "$ROOT"/dist/rzmq-*.whl 2>/dev/null | head -1 || true)
 if [ -n "$WHEEL" ]; then
-    "$VENV/bin/pip" install -q --no-deps --force-reinstall "$WHEEL" >&2
+    WHEEL_DIGEST=$(sha256sum "$WHEEL" | cut -c1-16)
+    if [ "$(cat "$SITE/rzmq-wheel.stamp" 2>/dev/null)" != "$WHEEL_DIGEST" ]; then
+        "$VENV/bin/pip" install -q --no-deps --force-reinstall "$WHEEL" >&2
+        echo "$WHEEL_DIGEST" > "$SITE/rzmq-wheel.stamp"
+    fi
 fi
 echo "$VENV"
