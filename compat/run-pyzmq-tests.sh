@@ -2,7 +2,7 @@
 # Runs pyzmq's own test suite against rzmq's libzmq and writes the pyzmq section of docs/COMPAT.md.
 #
 # usage: compat/run-pyzmq-tests.sh [--mode reference|preload|source|all]... [--timeout S]
-#                                  [--no-traffic]
+#                                  [--no-traffic] [--prepare]
 #   reference  the stock pyzmq manylinux wheel with its bundled libzmq: which tests fail for
 #              reasons of this environment (no rzmq involved)
 #   preload    the same wheel with LD_PRELOAD=<repo>/target/release/libzmq.so, proved to take over
@@ -11,6 +11,9 @@
 #   source     pyzmq built from its sdist against `scripts/install.sh compat/build/prefix`
 #              (ZMQ_PREFIX=..., --no-binary pyzmq), run with LD_LIBRARY_PATH=PREFIX/lib
 #   all        the three (default)
+#   --prepare  only make the stock wheel's venv and fetch the sdist's tests (what needs the
+#              network), then exit: a later run in a network namespace of its own
+#              (scripts/isolate.sh, as scripts/test.sh does) finds them made
 # Tests are pyzmq's tests/ from the sdist of the same version as the wheel (PYZMQ_VERSION,
 # default 27.3.0). Known differences are listed in compat/pyzmq-test-notes.tsv
 # (test id <TAB> modes <TAB> xfail|deselect <TAB> reason). Everything lives in compat/build/
@@ -32,6 +35,7 @@ LIB="$ROOT/target/release/libzmq.so"
 PREFIX="$BUILD/prefix"
 TIMEOUT=60
 TRAFFIC=1
+PREPARE=0
 MODES=()
 
 while [ $# -gt 0 ]; do
@@ -40,7 +44,8 @@ while [ $# -gt 0 ]; do
         --mode=*) MODES+=("${1#--mode=}"); shift ;;
         --timeout) TIMEOUT=$2; shift 2 ;;
         --no-traffic) TRAFFIC=0; shift ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+        --prepare) PREPARE=1; shift ;;
+        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -90,6 +95,10 @@ if [ -z "$WHEEL_LIBZMQ" ]; then
 fi
 SDIST="$BUILD/pyzmq-$PYZMQ_VERSION.tar.gz"
 TESTS=$(pyzmq_sdist_tests "$WHEEL_VENV/bin/pip" "$BUILD" "$PYZMQ_VERSION")
+if [ "$PREPARE" = 1 ]; then
+    say "prepared: $WHEEL_VENV, $TESTS"
+    exit 0
+fi
 
 # --- our library -------------------------------------------------------------------------------
 SETUP_FAILED=()

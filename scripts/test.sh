@@ -124,6 +124,10 @@ join_beside() {
   [ "$rc" = 0 ] || { echo "[test] FAILED: ${BESIDE_CMD[$name]} (${BESIDE_LOG[$name]})" >&2; exit 1; }
 }
 
+# Whether a part can run as on a host of its own (scripts/isolate.sh: root and iproute2), so that
+# it can run beside another without sharing ports, namespace names or /dev/shm with it.
+can_isolate() { [ "$(id -u)" = "0" ] && command -v ip >/dev/null && command -v unshare >/dev/null; }
+
 # RZMQ_TEST_BESIDE: a command run beside every part after the rust one, at low priority (.ci/run:
 # scripts/ci-beside.sh, the loom models, Miri and the fuzz smoke run). Those parts mostly wait
 # and leave a core idle; the rust part compiles on both cores, so the command starts after it.
@@ -137,9 +141,14 @@ if want capi; then
   # that follow (their log: compat/build/jupyter.log; collected at the end).
   RZMQ_SKIP_BUILD=1 start_beside jupyter compat/build/jupyter.log compat/run-jupyter-tests.sh
   # pyzmq's suite on the stock wheel with our libzmq.so preloaded (then vLLM-style traffic between
-  # processes on rzmq and on stock), beside libzmq's suites: both mostly wait.
-  RZMQ_SKIP_BUILD=1 start_beside pyzmq compat/build/pyzmq-preload.log \
-    compat/run-pyzmq-tests.sh --mode preload
+  # processes on rzmq and on stock), beside libzmq's suites, both mostly waiting, as on a host of
+  # its own: both bind fixed ports (tcp://127.0.0.1:5555 in each). Without root, after them.
+  # What needs the network (its venv, the sdist's tests) is made first, outside.
+  if can_isolate; then
+    part compat/run-pyzmq-tests.sh --prepare
+    RZMQ_SKIP_BUILD=1 start_beside pyzmq compat/build/pyzmq-preload.log \
+      scripts/isolate.sh pyzmq compat/run-pyzmq-tests.sh --mode preload
+  fi
   # Four tests at a time: they mostly sleep (heartbeat intervals, reconnects, ZAP timeouts), and
   # the harness runs the few that need fixed ports one at a time.
   part compat/run-libzmq-tests.sh --lib target/release --no-report --jobs 4
@@ -149,7 +158,11 @@ if want capi; then
   # compat/*draft-test-notes.tsv.
   part compat/run-libzmq-tests.sh --draft --no-report --jobs 4
   part compat/run-pyzmq-draft-tests.sh --lib target/draft/release
-  join_beside pyzmq
+  if can_isolate; then
+    join_beside pyzmq
+  else
+    RZMQ_SKIP_BUILD=1 part compat/run-pyzmq-tests.sh --mode preload
+  fi
   # The rzmq Python wheel (scripts/build-wheel.sh) in a fresh venv without build tools:
   # activation (rzmq run, RZMQ_ACTIVATE=1), spawn/fork workers, rzmq doctor, and pyzmq's suite
   # served by it.
@@ -181,7 +194,7 @@ fi
 # root it runs after the real part, alone.
 VLLM_CONFIGS=base,kill,epd-netns
 VLLM_BESIDE=0
-if want vllm && want python && [ "$(id -u)" = "0" ] && command -v ip >/dev/null; then
+if want vllm && want python && can_isolate; then
   VLLM_BESIDE=1
   start_beside vllm compat/build/vllm.log scripts/isolate.sh vllm \
     python/tests/vllm/run.sh --configs "$VLLM_CONFIGS"
