@@ -135,6 +135,34 @@ if [ -n "${RZMQ_TEST_BESIDE:-}" ]; then
   start_beside ci compat/build/beside.log nice -n 10 bash -c "$RZMQ_TEST_BESIDE"
 fi
 
+# What the parts below share, made before they run side by side: the wheel (the capi part tests
+# it in a fresh venv; the Python parts install it into the real environment), the DRAFT build of
+# the C ABI (libzmq's and pyzmq's DRAFT tests), and the real environment (made once, about 7 GB)
+# with this wheel in it (each part calls env.sh again, which then changes nothing).
+if want capi || want python || want real || want vllm; then
+  part scripts/build-wheel.sh
+fi
+if want capi; then
+  part cargo build --release -p rzmq-capi --features draft --target-dir target/draft
+fi
+if want python || want real || want vllm; then
+  part python/tests/real/env.sh
+fi
+# vLLM's own disaggregation (the vllm part, below) runs beside the capi and python parts, as on a
+# host of its own (scripts/isolate.sh: its own network namespace, namespace names and /dev/shm),
+# so that none sees another's ports, namespaces or shared memory. It takes about one core; the
+# capi part mostly waits. It is joined before the real part: vLLM's CPU workers refuse to start
+# without 1 GiB of free memory for their KV cache, and its four instances beside vllm-omni's
+# three stages leave less than that on this 24 GiB machine (seen: "Available memory on node 0
+# (0.37/23.54 GiB)"). Without root it runs after the real part, alone.
+VLLM_CONFIGS=base,kill,epd-netns
+VLLM_BESIDE=0
+if want vllm && { want capi || want python; } && can_isolate; then
+  VLLM_BESIDE=1
+  start_beside vllm compat/build/vllm.log scripts/isolate.sh vllm \
+    python/tests/vllm/run.sh --configs "$VLLM_CONFIGS"
+fi
+
 if want capi; then
   # jupyter_client's and ipykernel's suites with rzmq preloaded into pytest and every kernel they
   # start: about 10 minutes, nearly all of it waiting on kernels, so they run beside the parts
@@ -163,41 +191,16 @@ if want capi; then
   else
     RZMQ_SKIP_BUILD=1 part compat/run-pyzmq-tests.sh --mode preload
   fi
-  # The rzmq Python wheel (scripts/build-wheel.sh) in a fresh venv without build tools:
-  # activation (rzmq run, RZMQ_ACTIVATE=1), spawn/fork workers, rzmq doctor, and pyzmq's suite
-  # served by it.
-  part scripts/test-wheel.sh
+  # The rzmq Python wheel (built above by scripts/build-wheel.sh) in a fresh venv without build
+  # tools: activation (rzmq run, RZMQ_ACTIVATE=1), spawn/fork workers, rzmq doctor, and pyzmq's
+  # suite served by it.
+  part scripts/test-wheel.sh --no-build
   # vLLM-style traffic through the C ABI with RDMA required (soft provider): loopback, then two
   # network namespaces joined by veth (when root), then the refusal of a stock libzmq peer.
   NETNS_FLAG=()
   if [ "$(id -u)" = "0" ] && command -v ip >/dev/null; then NETNS_FLAG=(--netns); fi
   part compat/build/venv-wheel/bin/python compat/pyzmq_vllm_traffic.py \
     --ours "$PWD/target/release/libzmq.so" --rdma "${NETNS_FLAG[@]}"
-fi
-
-# The Python parts need the wheel (python/tests/real/env.sh installs it into the real
-# environment); the capi part built it already.
-if { want python || want real || want vllm; } && ! ls dist/rzmq-*.whl >/dev/null 2>&1; then
-  part scripts/build-wheel.sh
-fi
-# The real environment (made once, about 7 GB) with this checkout's wheel installed, before the
-# parts that use it run side by side (each calls env.sh again, which then changes nothing).
-if want python || want real || want vllm; then
-  part python/tests/real/env.sh
-fi
-# vLLM's own disaggregation (the vllm part, below) runs beside the python part, as on a host of
-# its own (scripts/isolate.sh: its own network namespace, namespace names and /dev/shm), so that
-# neither sees the other's ports, namespaces or shared memory; each takes about one core. It is
-# joined before the real part: vLLM's CPU workers refuse to start without 1 GiB of free memory
-# for their KV cache, and its four instances beside vllm-omni's three stages leave less than
-# that on this 24 GiB machine (seen: "Available memory on node 0 (0.37/23.54 GiB)"). Without
-# root it runs after the real part, alone.
-VLLM_CONFIGS=base,kill,epd-netns
-VLLM_BESIDE=0
-if want vllm && want python && can_isolate; then
-  VLLM_BESIDE=1
-  start_beside vllm compat/build/vllm.log scripts/isolate.sh vllm \
-    python/tests/vllm/run.sh --configs "$VLLM_CONFIGS"
 fi
 
 if want python; then
@@ -212,7 +215,7 @@ if want python; then
   part examples/omni/run.sh --quick --no-tests  # the connector's tests ran above
 fi
 
-# The vllm part, when it ran beside the python part (above), ends before the real part starts.
+# The vllm part, when it ran beside the capi and python parts (above), ends before the real part.
 if [ "$VLLM_BESIDE" = 1 ]; then
   join_beside vllm
 fi
@@ -248,7 +251,7 @@ if want vllm; then
   # show that the consumers computed no encoder input and no prompt token the connectors
   # brought, each embedding must reach each host once (pushed, or fetched), and a consumer whose
   # producer died must fail that request, hold nothing afterwards and serve the next. Run beside
-  # the python part when it could be (above).
+  # the capi and python parts when it could be (above).
   if [ "$VLLM_BESIDE" = 0 ]; then
     part python/tests/vllm/run.sh --configs "$VLLM_CONFIGS"
   fi
