@@ -132,7 +132,7 @@ can_isolate() { [ "$(id -u)" = "0" ] && command -v ip >/dev/null && command -v u
 # scripts/ci-beside.sh, the loom models, Miri and the fuzz smoke run). Those parts mostly wait
 # and leave a core idle; the rust part compiles on both cores, so the command starts after it.
 if [ -n "${RZMQ_TEST_BESIDE:-}" ]; then
-  start_beside ci compat/build/beside.log nice -n 10 bash -c "$RZMQ_TEST_BESIDE"
+  start_beside ci compat/build/beside-ci.log nice -n 10 bash -c "$RZMQ_TEST_BESIDE"
 fi
 
 # What the parts below share, made before they run side by side: the wheel (the capi part tests
@@ -159,22 +159,22 @@ VLLM_CONFIGS=base,kill,epd-netns
 VLLM_BESIDE=0
 if want vllm && { want capi || want python; } && can_isolate; then
   VLLM_BESIDE=1
-  start_beside vllm compat/build/vllm.log scripts/isolate.sh vllm \
+  start_beside vllm compat/build/beside-vllm.log scripts/isolate.sh vllm \
     python/tests/vllm/run.sh --configs "$VLLM_CONFIGS"
 fi
 
 if want capi; then
   # jupyter_client's and ipykernel's suites with rzmq preloaded into pytest and every kernel they
   # start: about 10 minutes, nearly all of it waiting on kernels, so they run beside the parts
-  # that follow (their log: compat/build/jupyter.log; collected at the end).
-  RZMQ_SKIP_BUILD=1 start_beside jupyter compat/build/jupyter.log compat/run-jupyter-tests.sh
+  # that follow (their log: compat/build/beside-jupyter.log; collected at the end).
+  RZMQ_SKIP_BUILD=1 start_beside jupyter compat/build/beside-jupyter.log compat/run-jupyter-tests.sh
   # pyzmq's suite on the stock wheel with our libzmq.so preloaded (then vLLM-style traffic between
   # processes on rzmq and on stock), beside libzmq's suites, both mostly waiting, as on a host of
   # its own: both bind fixed ports (tcp://127.0.0.1:5555 in each). Without root, after them.
   # What needs the network (its venv, the sdist's tests) is made first, outside.
   if can_isolate; then
     part compat/run-pyzmq-tests.sh --prepare
-    RZMQ_SKIP_BUILD=1 start_beside pyzmq compat/build/pyzmq-preload.log \
+    RZMQ_SKIP_BUILD=1 start_beside pyzmq compat/build/beside-pyzmq.log \
       scripts/isolate.sh pyzmq compat/run-pyzmq-tests.sh --mode preload
   fi
   # Four tests at a time: they mostly sleep (heartbeat intervals, reconnects, ZAP timeouts), and
