@@ -22,7 +22,7 @@
 #                                               unstaged changes; docs/TESTING.md has the map)
 #        RZMQ_TEST_QUICK=1 scripts/test.sh      the rust part only (under 10 minutes once built)
 #        RZMQ_TEST_VLLM032=1 scripts/test.sh    the vllm part on vLLM 0.32 too (not in CI yet)
-#        RZMQ_TEST_BESIDE=CMD scripts/test.sh   CMD beside the parts after rust (CI's loom, Miri, fuzz)
+#        RZMQ_TEST_BESIDE=CMD scripts/test.sh   CMD beside the parts after rust (CI: scripts/ci-beside.sh)
 # Each part prints its wall and CPU time ([test] lines); the summary ends the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
