@@ -128,11 +128,12 @@ join_beside() {
 # it can run beside another without sharing ports, namespace names or /dev/shm with it.
 can_isolate() { [ "$(id -u)" = "0" ] && command -v ip >/dev/null && command -v unshare >/dev/null; }
 
-# RZMQ_TEST_BESIDE: a command run beside every part after the rust one, at low priority (.ci/run:
-# scripts/ci-beside.sh, the loom models, Miri and the fuzz smoke run). Those parts mostly wait
-# and leave a core idle; the rust part compiles on both cores, so the command starts after it.
+# RZMQ_TEST_BESIDE: a command run beside every part after the rust one, at the lowest priority
+# (.ci/run: scripts/ci-beside.sh, packaging, the loom models, Miri and the fuzz smoke run).
+# Those parts mostly wait and leave a core idle; the rust part compiles on both cores, so the
+# command starts after it.
 if [ -n "${RZMQ_TEST_BESIDE:-}" ]; then
-  start_beside ci compat/build/beside-ci.log nice -n 10 bash -c "$RZMQ_TEST_BESIDE"
+  start_beside ci compat/build/beside-ci.log nice -n 19 bash -c "$RZMQ_TEST_BESIDE"
 fi
 
 # What the parts below share, made before they run side by side: the wheel (the capi part tests
